@@ -1,0 +1,52 @@
+// The one description of a weight-only quantized GEMM that every layer below
+// the torch ops speaks: the dispatcher, the decode kernels, the dense tier and
+// the prefill mainloops. Raw pointers only; no torch, no CUDA runtime types.
+//
+//   y[M, N] = x[M, K] @ W^T (+ bias)       W[n, k] = (q[k, n] - bias_q) * s + zs
+//
+// where q is read from the packed tensor (format.h), s = scales[k / group, n],
+// zs = zeros[k / group, n] (folded zero point, or 0 when zeros == nullptr).
+// With act-order (perm != nullptr) row k of the packed weight is input
+// feature perm[k]: x's columns are consumed in the order perm[0], perm[1], ...
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace swordfish {
+
+enum class DType : int { kFloat16 = 0, kBFloat16 = 1 };
+
+// Paths a call can take. Values are part of the op ABI (swordfish_backend/ops.py).
+enum class Path : int {
+  kAuto = 0,     // let the dispatcher choose (the only value production uses)
+  kDecode = 1,   // mma.sync decode family (kernels/decode)
+  kDense = 2,    // dequantize to scratch + cuBLAS (kernels/dense)
+  kPrefill = 3,  // wgmma / tcgen05 prefill mainloop (kernels/prefill)
+};
+
+struct GemmProblem {
+  const void* x = nullptr;          // (M, K) row-major, dtype
+  const int32_t* packed = nullptr;  // format v1, (N/64, K/block_k, 512) int32
+  const void* scales = nullptr;     // (K / group, N) row-major, dtype
+  const void* zeros = nullptr;      // (K / group, N) folded zero points, or nullptr
+  const int32_t* perm = nullptr;    // (K) act-order permutation, or nullptr
+  const void* bias = nullptr;       // (N), dtype, or nullptr
+  void* y = nullptr;                // (M, N) row-major, dtype
+
+  int M = 0, K = 0, N = 0;
+  int bits = 4;           // 4 or 8
+  int group = 128;        // rows per scale row of the stored tensor: 32, 64 or 128
+  bool channelwise = false;  // scales hold one row replicated K / group times
+  DType dtype = DType::kBFloat16;
+  bool deterministic = false;  // no atomics in epilogues: bit-identical runs
+
+  void* workspace = nullptr;    // from the caller's allocator, >= workspace_bytes()
+  size_t workspace_bytes = 0;
+
+  int device = 0;     // the CUDA device of every pointer above
+  int sm_count = 0;   // of that device
+  int cc_major = 0, cc_minor = 0;  // its compute capability
+};
+
+}  // namespace swordfish

@@ -1,0 +1,271 @@
+"""QuantizedWeight: one prepacked weight, read by every kernel path, and sf.matmul."""
+
+from __future__ import annotations
+
+import torch
+
+from . import checkpoints
+from . import format as fmt
+
+_ACTIVATION_DTYPES = (torch.float16, torch.bfloat16)
+_PATHS = {"auto": 0, "decode": 1, "dense": 2, "prefill": 3}
+
+
+def _resolve_dtype(dtype, scales: torch.Tensor) -> torch.dtype:
+    if dtype is None:
+        if scales.dtype not in _ACTIVATION_DTYPES:
+            raise TypeError(
+                f"scales are {scales.dtype}; pass dtype=torch.float16 or torch.bfloat16 to choose the activation dtype"
+            )
+        return scales.dtype
+    if dtype not in _ACTIVATION_DTYPES:
+        raise TypeError(f"dtype must be torch.float16 or torch.bfloat16, got {dtype}")
+    return dtype
+
+
+def _replica_group(K: int) -> int:
+    """Group that channelwise scales are replicated to for the grouped paths."""
+    for group in (fmt.CHANNELWISE_REPLICA_GROUP, 64, 32):
+        if K % group == 0:
+            return group
+    raise ValueError(f"channelwise weights need K % 32 == 0, got K = {K}")
+
+
+def _act_order_permutation(g_idx: torch.Tensor, K: int, group_size: int, groups: int) -> torch.Tensor | None:
+    """Row order that makes groups contiguous, or None when g_idx is already trivial."""
+    if g_idx.dim() != 1 or g_idx.shape[0] != K:
+        raise ValueError(f"g_idx must have shape ({K},) (one group per input row), got {tuple(g_idx.shape)}")
+    if g_idx.dtype.is_floating_point or g_idx.dtype == torch.bool:
+        raise TypeError(f"g_idx must be an integer tensor, got {g_idx.dtype}")
+    g = g_idx.to(torch.int64)
+    if group_size == fmt.CHANNELWISE:
+        if bool((g != 0).any()):
+            raise ValueError("g_idx of a channelwise weight (group_size=-1) must be all zeros")
+        return None
+    if bool((g < 0).any()) or bool((g >= groups).any()):
+        raise ValueError(f"g_idx values must lie in [0, {groups}), got [{int(g.min())}, {int(g.max())}]")
+    counts = torch.bincount(g, minlength=groups)
+    if bool((counts != group_size).any()):
+        bad = int(torch.nonzero(counts != group_size)[0])
+        raise ValueError(
+            f"g_idx is not a valid grouping: group {bad} has {int(counts[bad])} rows, every group needs {group_size}"
+        )
+    trivial = torch.arange(K, device=g.device) // group_size
+    if torch.equal(g, trivial):
+        return None
+    return torch.argsort(g, stable=True).to(torch.int32)
+
+
+class QuantizedWeight:
+    """A weight-only quantized linear weight in Swordfish's packed format v1.
+
+    Build one with ``from_gptq``, ``from_awq`` or ``from_compressed_tensors``.
+    The weight represents ``W[n, k] = (q[k, n] - zero) * scale`` of shape
+    ``(out_features, in_features)``, like ``nn.Linear.weight``.
+
+    Attributes: ``in_features`` (K), ``out_features`` (N), ``bits`` (4 or 8),
+    ``group_size`` (32, 64, 128, or -1 for channelwise), ``dtype`` (the
+    activation dtype), ``device``; and the tensors the kernels read:
+    ``packed`` (int32, format v1, rows sorted by group under act-order),
+    ``scales`` ``(K / scale_group, N)``, ``zeros`` (folded ``(zero_point_bias - z) * s``
+    or None), ``perm`` (int32 ``(K)`` act-order permutation or None: packed
+    row k is input feature ``perm[k]``) and ``scale_group`` (rows per stored
+    scale row; channelwise scales are replicated to it).
+    """
+
+    def __init__(self, *, source: torch.Tensor | None, packed: torch.Tensor | None, scales: torch.Tensor,
+                 zeros: torch.Tensor | None, perm: torch.Tensor | None, bits: int, group_size: int,
+                 in_features: int, out_features: int, dtype: torch.dtype):
+        self._source = source  # K-packed codes awaiting prepack on the first device that needs them
+        self._packed = packed
+        self.scales = scales
+        self.zeros = zeros
+        self.perm = perm
+        self.bits = bits
+        self.group_size = group_size
+        self.in_features = in_features
+        self.out_features = out_features
+        self.dtype = dtype
+
+    # ---------------------------------------------------------------- builders
+
+    @classmethod
+    def from_gptq(cls, qweight, scales, g_idx=None, *, bits=4, group_size=128, dtype=None) -> "QuantizedWeight":
+        """Symmetric GPTQ (uint4b8 / uint8b128): qweight int32 (K * bits / 32, N) packed along K."""
+        return cls._from_canonical(checkpoints.from_gptq(qweight, scales, g_idx, bits, group_size), dtype)
+
+    @classmethod
+    def from_awq(cls, qweight, qzeros, scales, *, group_size=128, dtype=None) -> "QuantizedWeight":
+        """AWQ GEMM layout: qweight int32 (K, N / 8), qzeros int32 (K / group, N / 8), scales (K / group, N)."""
+        return cls._from_canonical(checkpoints.from_awq(qweight, qzeros, scales, group_size), dtype)
+
+    @classmethod
+    def from_compressed_tensors(cls, weight_packed, weight_scale, *, weight_shape, num_bits=4, group_size=128,
+                                weight_zero_point=None, weight_g_idx=None, dtype=None) -> "QuantizedWeight":
+        """compressed-tensors pack-quantized: weight_packed int32 (N, K * bits / 32), weight_scale (N, K / group)."""
+        canonical = checkpoints.from_compressed_tensors(
+            weight_packed, weight_scale, weight_shape, num_bits, group_size, weight_zero_point, weight_g_idx)
+        return cls._from_canonical(canonical, dtype)
+
+    @classmethod
+    def _from_canonical(cls, c: checkpoints.Canonical, dtype) -> "QuantizedWeight":
+        bits, group_size = c.bits, c.group_size
+        fmt._check_bits(bits)
+        if group_size not in fmt.GROUP_SIZES:
+            raise ValueError(f"group_size must be one of {fmt.GROUP_SIZES}, got {group_size!r}")
+        rows, N = c.qweight.shape
+        K = rows * fmt.values_per_word(bits)
+        fmt.check_shape(bits, K, N)
+        if group_size != fmt.CHANNELWISE and K % group_size:
+            raise ValueError(f"group_size {group_size} does not divide in_features K = {K}")
+        groups = 1 if group_size == fmt.CHANNELWISE else K // group_size
+        dtype = _resolve_dtype(dtype, c.scales)
+        if c.scales.dim() != 2 or tuple(c.scales.shape) != (groups, N):
+            raise ValueError(
+                f"scales must be ({groups}, {N}) for K = {K}, N = {N}, group_size = {group_size}, "
+                f"got {tuple(c.scales.shape)}"
+            )
+        if not c.scales.dtype.is_floating_point:
+            raise TypeError(f"scales must be floating point, got {c.scales.dtype}")
+        scales = c.scales.to(dtype)
+        zeros = None
+        if c.zeros is not None:
+            z = c.zeros
+            if tuple(z.shape) != (groups, N):
+                raise ValueError(f"zero points must be ({groups}, {N}), got {tuple(z.shape)}")
+            if z.numel() and (int(z.min()) < 0 or int(z.max()) >= 1 << bits):
+                raise ValueError(f"int{bits} zero points must lie in [0, {(1 << bits) - 1}], "
+                                 f"got [{int(z.min())}, {int(z.max())}]")
+            # (q - z) * s == (q - bias) * s + (bias - z) * s: one fused multiply-add in the kernels
+            zeros = ((fmt.bias(bits) - z.to(torch.float32)) * scales.to(torch.float32)).to(dtype)
+        perm = None
+        if c.g_idx is not None:
+            perm = _act_order_permutation(c.g_idx, K, group_size, groups)
+        scale_group = group_size
+        if group_size == fmt.CHANNELWISE:
+            scale_group = _replica_group(K)
+            scales = scales.expand(K // scale_group, N)
+            zeros = None if zeros is None else zeros.expand(K // scale_group, N)
+        w = cls(source=c.qweight, packed=None, scales=scales.contiguous(),
+                zeros=None if zeros is None else zeros.contiguous(), perm=perm, bits=bits,
+                group_size=group_size, in_features=K, out_features=N, dtype=dtype)
+        if w.device.type != "cpu":
+            w._prepack()  # on the device the tensors already live on
+        return w
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def device(self) -> torch.device:
+        return self.scales.device
+
+    @property
+    def scale_group(self) -> int:
+        return self.in_features // self.scales.shape[0]
+
+    @property
+    def packed(self) -> torch.Tensor:
+        """The format-v1 tensor, packed on first use on the weight's device."""
+        if self._packed is None:
+            self._prepack()
+        return self._packed
+
+    def _prepack(self) -> None:
+        source, perm, bits = self._source, self.perm, self.bits
+        if source.device.type == "cuda":
+            from . import ops
+            if ops.has_extension():
+                self._packed = ops.prepack(source, perm, bits)
+                self._source = None
+                return
+        codes = fmt.unpack_k(source, bits)
+        if perm is not None:
+            codes = codes[perm.to(torch.int64)]
+        self._packed = fmt.pack_reference(codes, bits)
+        self._source = None
+
+    def to(self, device) -> "QuantizedWeight":
+        """A copy on `device`; weights not yet packed are prepacked there."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        w = QuantizedWeight(source=move(self._source), packed=move(self._packed), scales=move(self.scales),
+                            zeros=move(self.zeros), perm=move(self.perm), bits=self.bits,
+                            group_size=self.group_size, in_features=self.in_features,
+                            out_features=self.out_features, dtype=self.dtype)
+        if w._packed is None and device.type != "cpu":
+            w._prepack()
+        return w
+
+    def cuda(self, device: int | None = None) -> "QuantizedWeight":
+        return self.to(torch.device("cuda") if device is None else torch.device("cuda", device))
+
+    def kernel_args(self) -> tuple:
+        """(packed, scales, zeros, perm, bits, group, channelwise): the op arguments in schema order."""
+        return (self.packed, self.scales, self.zeros, self.perm, self.bits, self.scale_group,
+                self.group_size == fmt.CHANNELWISE)
+
+    # ------------------------------------------------------------- numerics
+
+    def dequantize(self) -> torch.Tensor:
+        """The (out_features, in_features) weight in ``self.dtype``, like nn.Linear.weight.
+
+        Each value is one rounding of the exact ``(q - bias) * s + zs`` (fp32
+        arithmetic, exact for these operand widths, then cast).
+        """
+        if self.device.type == "cuda":
+            from . import ops
+            if ops.has_extension():
+                return ops.dequantize(*self.kernel_args(), self.in_features)
+        from . import reference
+        return reference.dequantize(self).to(self.dtype)
+
+    def __repr__(self) -> str:
+        order = ", act_order" if self.perm is not None else ""
+        zp = ", zero_points" if self.zeros is not None else ""
+        return (f"QuantizedWeight(in_features={self.in_features}, out_features={self.out_features}, "
+                f"bits={self.bits}, group_size={self.group_size}, dtype={self.dtype}, device={self.device}{zp}{order})")
+
+
+def matmul(x: torch.Tensor, w: QuantizedWeight, bias: torch.Tensor | None = None, *, path: str = "auto",
+           deterministic: bool | None = None) -> torch.Tensor:
+    """y = x @ w.dequantize().T (+ bias) for x of shape (..., in_features).
+
+    CPU tensors take the fp32 reference path; CUDA tensors the Swordfish
+    kernels, the path chosen per call by the C++ dispatcher from the true M.
+    ``path`` forces one ("decode", "dense", "prefill": for tests and
+    benchmarks); ``deterministic`` overrides SWORDFISH_DETERMINISTIC.
+    """
+    if not isinstance(w, QuantizedWeight):
+        raise TypeError(f"w must be a swordfish_backend.QuantizedWeight, got {type(w).__name__}")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != w.dtype:
+        raise TypeError(f"x.dtype must be the weight's activation dtype {w.dtype}, got {x.dtype}")
+    if x.dim() < 1 or x.shape[-1] != w.in_features:
+        raise ValueError(f"x must have shape (..., {w.in_features}), got {tuple(x.shape)}")
+    if x.device != w.device:
+        raise ValueError(f"x is on {x.device} but the weight is on {w.device}; move one of them")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.dtype != w.dtype or tuple(bias.shape) != (w.out_features,):
+            got = f"{bias.dtype} {tuple(bias.shape)}" if isinstance(bias, torch.Tensor) else type(bias).__name__
+            raise ValueError(f"bias must be a {w.dtype} tensor of shape ({w.out_features},), got {got}")
+        if bias.device != w.device:
+            raise ValueError(f"bias is on {bias.device} but the weight is on {w.device}")
+    if path not in _PATHS:
+        raise ValueError(f"path must be one of {sorted(_PATHS)}, got {path!r}")
+    if x.device.type == "cpu":
+        if path not in ("auto",):
+            raise ValueError(f"path={path!r} names a CUDA kernel path; CPU tensors run the reference path")
+        from . import reference
+        return reference.matmul(x, w, bias).to(w.dtype)
+    if x.device.type != "cuda":
+        raise ValueError(f"Swordfish runs on CPU (reference) or CUDA tensors, got device {x.device}")
+    from . import ops
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, w.in_features).contiguous()
+    det = -1 if deterministic is None else int(bool(deterministic))
+    y = ops.gemm(x2, *w.kernel_args()[:4], bias, w.bits, w.scale_group, w.group_size == fmt.CHANNELWISE,
+                 _PATHS[path], det)
+    return y.reshape(*lead, w.out_features)
