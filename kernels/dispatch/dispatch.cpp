@@ -1,0 +1,232 @@
+// The dispatcher (dispatch.h): validation, the per-architecture tables
+// (arch_tables.hpp), the last-path record and the SWORDFISH_DEBUG log.
+#include "kernels/dispatch/dispatch.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "kernels/common/format.h"
+#include "kernels/dense/dense.h"
+#include "kernels/dispatch/arch_tables.hpp"
+
+// TODO(decode): kernels/decode/decode.h is being written in parallel; drop the
+// guard once it is in the tree so that a missing decode path fails the build.
+#if __has_include("kernels/decode/decode.h")
+#include "kernels/decode/decode.h"
+#define SWORDFISH_HAVE_DECODE 1
+#else
+#define SWORDFISH_HAVE_DECODE 0
+#endif
+
+namespace swordfish {
+namespace dispatch {
+namespace {
+
+std::string str(long long v) { return std::to_string(v); }
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kAuto: return "auto";
+    case Path::kDecode: return "decode";
+    case Path::kDense: return "dense";
+    case Path::kPrefill: return "prefill";
+  }
+  return "unknown";
+}
+
+std::string arch(const GemmProblem& p) { return "sm" + str(p.cc_major) + str(p.cc_minor); }
+
+// What every path needs; the reason names the offending value.
+std::string common_reason(const GemmProblem& p) {
+  if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "dtype must be float16 (0) or bfloat16 (1), got " + str(static_cast<int>(p.dtype));
+  if (p.M < 0) return "M must be >= 0, got M = " + str(p.M);
+  const int bk = format::block_k(p.bits);
+  if (p.K <= 0 || p.K % bk != 0)
+    return "int" + str(p.bits) + " weights need K to be a positive multiple of " + str(bk) + ", got K = " + str(p.K);
+  if (p.N <= 0 || p.N % format::kBlockN != 0) return "N must be a positive multiple of 64, got N = " + str(p.N);
+  if (p.sm_count <= 0) return "the problem carries no device facts (sm_count = " + str(p.sm_count) + ")";
+  return "";
+}
+
+std::string decode_reason(const GemmProblem& p) {
+#if SWORDFISH_HAVE_DECODE
+  return decode::can_implement(p);
+#else
+  (void)p;
+  return "the decode path is not in this build (kernels/decode/decode.h missing)";
+#endif
+}
+
+std::string dense_reason(const GemmProblem& p) {
+  if (p.cc_major < 8)
+    return "the dense tier needs compute capability 8.0 or newer (bf16 tensor cores), device is " + arch(p);
+  return dense::can_implement(p);
+}
+
+std::string prefill_reason(const GemmProblem& p) {
+  if (p.cc_major == 9) return "no prefill mainloop for sm90 in this build";
+  if (p.cc_major == 10 || p.cc_major == 11) return "no prefill mainloop for " + arch(p) + " in this build";
+  return "the prefill path needs sm90 (wgmma) or sm100/sm110 (tcgen05), device is " + arch(p);
+}
+
+std::string path_reason(const GemmProblem& p, Path path) {
+  switch (path) {
+    case Path::kDecode: return decode_reason(p);
+    case Path::kDense: return dense_reason(p);
+    case Path::kPrefill: return prefill_reason(p);
+    case Path::kAuto: break;
+  }
+  return "unknown path " + str(static_cast<int>(path));
+}
+
+// The most recent path per device: an atomic per device, sized by the device
+// count the first time anyone asks.
+struct LastPaths {
+  int count = 0;
+  std::unique_ptr<std::atomic<int>[]> path;
+};
+
+LastPaths& last_paths() {
+  static LastPaths table = [] {
+    LastPaths t;
+    if (cudaGetDeviceCount(&t.count) != cudaSuccess || t.count < 0) {
+      cudaGetLastError();  // no driver / no device: nothing is ever recorded
+      t.count = 0;
+    }
+    t.path.reset(new std::atomic<int>[t.count > 0 ? t.count : 1]);
+    for (int i = 0; i < t.count; ++i) t.path[i].store(static_cast<int>(Path::kAuto), std::memory_order_relaxed);
+    return t;
+  }();
+  return table;
+}
+
+// SWORDFISH_DEBUG, read now (never cached): unset, "", 0, false, off, no -> off;
+// anything else -> on (a debug switch never fails a GEMM).
+bool debug_enabled() {
+  const char* env = std::getenv("SWORDFISH_DEBUG");
+  if (env == nullptr) return false;
+  std::string v(env);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
+}
+
+// One line per distinct (shape, path) for the life of the process.
+void log_choice(const GemmProblem& p, Path path) {
+  using Key = std::tuple<int, int, int, int, int, bool, bool, int, int>;
+  static std::mutex mu;
+  static std::set<Key> seen;
+  const Key key{p.M, p.K, p.N, p.bits, p.group, p.channelwise, p.perm != nullptr, static_cast<int>(p.dtype),
+                static_cast<int>(path)};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen.insert(key).second) return;
+  }
+  std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s\n", p.M, p.K, p.N, p.bits, p.group,
+               p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path));
+}
+
+// Makes p.device current for the scope (kernels launch on the current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
+      ok_ = cudaSetDevice(device) == cudaSuccess;
+      restore_ = ok_;
+    }
+    if (!ok_) cudaGetLastError();
+  }
+  ~DeviceGuard() {
+    if (restore_) cudaSetDevice(prev_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int prev_ = 0;
+  bool ok_ = true;
+  bool restore_ = false;
+};
+
+}  // namespace
+
+std::string can_implement(const GemmProblem& p, Path path) {
+  std::string why = common_reason(p);
+  if (!why.empty()) return why;
+  if (path == Path::kAuto) return path_reason(p, select(p));
+  return path_reason(p, path);
+}
+
+Path select(const GemmProblem& p) {
+  heuristics::Availability a;
+  const bool ok = common_reason(p).empty();
+  a.decode = ok && decode_reason(p).empty();
+  a.dense = ok && dense_reason(p).empty();
+  a.prefill = ok && prefill_reason(p).empty();
+  return heuristics::choose(heuristics::table_for(p.cc_major, p.cc_minor), p, a);
+}
+
+size_t workspace_bytes(const GemmProblem& p, Path path) {
+  if (!can_implement(p, path).empty()) return 0;
+  switch (path) {
+    case Path::kAuto: return workspace_bytes(p, select(p));
+#if SWORDFISH_HAVE_DECODE
+    case Path::kDecode: return decode::workspace_bytes(p);
+#else
+    case Path::kDecode: return 0;
+#endif
+    case Path::kDense: return dense::workspace_bytes(p);
+    case Path::kPrefill: return 0;
+  }
+  return 0;
+}
+
+std::string run(const GemmProblem& p, Path path, void* stream) {
+  if (path == Path::kAuto) return "run() needs a resolved path (not auto): call select() first";
+  std::string why = can_implement(p, path);
+  if (!why.empty()) return std::string(path_name(path)) + " cannot run this problem: " + why;
+  if (p.M > 0) {
+    DeviceGuard guard(p.device);
+    if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
+    switch (path) {
+#if SWORDFISH_HAVE_DECODE
+      case Path::kDecode: why = decode::launch(p, static_cast<cudaStream_t>(stream)); break;
+#endif
+      case Path::kDense: why = dense::launch(p, stream); break;
+      default: why = path_reason(p, path); break;
+    }
+    if (!why.empty()) return why;
+  }
+  LastPaths& lp = last_paths();
+  if (p.device >= 0 && p.device < lp.count) lp.path[p.device].store(static_cast<int>(path), std::memory_order_relaxed);
+  if (debug_enabled()) log_choice(p, path);
+  return "";
+}
+
+Path last_path(int device) {
+  LastPaths& lp = last_paths();
+  if (device < 0 || device >= lp.count) return Path::kAuto;
+  return static_cast<Path>(lp.path[device].load(std::memory_order_relaxed));
+}
+
+std::string dequantize(const GemmProblem& p, void* out, void* stream) {
+  std::string why = dense::can_implement_dequant(p);
+  if (!why.empty()) return why;
+  if (p.cc_major > 0 && p.cc_major < 8)
+    return "dequantize needs compute capability 8.0 or newer, device is " + arch(p);
+  DeviceGuard guard(p.device);
+  if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
+  return dense::dequantize(p, out, dense::Layout::kNK, stream);
+}
+
+}  // namespace dispatch
+}  // namespace swordfish

@@ -1,0 +1,111 @@
+// The dispatcher's decision, as a pure function of a problem, the paths that
+// can run it, and a per-architecture table of crossovers
+// (heuristics_sm90.hpp, heuristics_sm100.hpp, kConservative below).
+//
+// Header-only and constexpr, plain C++17 with no CUDA: dispatch.cpp uses it
+// and tests/test_dispatch.py compiles it on the CPU
+// (kernels/dispatch/tests/select_table_main.cpp) to check every boundary.
+//
+// The decision, in order:
+//   1. Dense tier, when it can run the problem and M reaches the table's
+//      threshold for (bits, K-heavy) or, with act-order and N <= 2K, the
+//      act-order threshold, whichever is lower. Two sets of thresholds: one
+//      against the fused paths when the prefill mainloop can run the problem,
+//      one against decode alone when it cannot (this build has no prefill).
+//   2. With prefill available: decode when M <= decode_max_m; or M <=
+//      decode_underfill_max_m while the prefill grid (one CTA per
+//      prefill_tile_n output columns) has fewer CTAs than the device has SMs;
+//      or K >= 2N and M <= decode_k_heavy_max_m. Otherwise prefill.
+//   3. Without prefill: decode, else whichever path can run.
+// Keys not in the tables (dtype, group, channelwise, zero points) showed no
+// effect on the crossovers in the write-up's measurements; they enter only
+// through what the paths can run (Availability). Add a key when a
+// measurement shows one.
+#pragma once
+
+#include <climits>
+
+#include "kernels/common/problem.h"
+
+namespace swordfish {
+namespace dispatch {
+namespace heuristics {
+
+inline constexpr int kNever = INT_MAX;  // a threshold M never reaches
+
+// Which paths can run the problem on this device in this build (their
+// can_implement() came back empty).
+struct Availability {
+  bool decode = true;
+  bool dense = true;
+  bool prefill = false;
+};
+
+// Dense-tier thresholds: the smallest M that goes dense.
+struct DenseFrom {
+  int int4 = kNever;
+  int int4_k_heavy = kNever;  // K >= 2N
+  int int8 = kNever;
+  int int8_k_heavy = kNever;  // K >= 2N
+  int act_order = kNever;     // act-order weights with N <= 2K (either bit width)
+};
+
+struct Table {
+  const char* name = "";
+  // Decode against prefill (consulted only when prefill can run).
+  int decode_max_m = 0;
+  int decode_underfill_max_m = 0;
+  int prefill_tile_n = 128;
+  int decode_k_heavy_max_m = 0;
+  DenseFrom dense_vs_fused;   // when prefill can run the problem
+  DenseFrom dense_vs_decode;  // when it cannot (no prefill in this build, or an ineligible format)
+};
+
+constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
+
+// The dense threshold that applies to p under `d`.
+constexpr int dense_from(const DenseFrom& d, const GemmProblem& p) {
+  const bool heavy = k_heavy(p);
+  int m = p.bits == 4 ? (heavy ? d.int4_k_heavy : d.int4) : (heavy ? d.int8_k_heavy : d.int8);
+  const bool act_order = p.perm != nullptr;
+  if (act_order && static_cast<long long>(p.N) <= 2LL * p.K && d.act_order < m) m = d.act_order;
+  return m;
+}
+
+// True when decode keeps p although prefill could run it.
+constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p) {
+  if (p.M <= t.decode_max_m) return true;
+  const long long prefill_ctas = (static_cast<long long>(p.N) + t.prefill_tile_n - 1) / t.prefill_tile_n;
+  if (p.M <= t.decode_underfill_max_m && prefill_ctas < p.sm_count) return true;
+  if (k_heavy(p) && p.M <= t.decode_k_heavy_max_m) return true;
+  return false;
+}
+
+// The path for p. Never kAuto. When no path can run p it returns decode, and
+// run() reports decode's reason.
+constexpr Path choose(const Table& t, const GemmProblem& p, const Availability& a) {
+  const int dense_m = dense_from(a.prefill ? t.dense_vs_fused : t.dense_vs_decode, p);
+  if (a.dense && p.M >= dense_m) return Path::kDense;
+  if (a.prefill && !decode_over_prefill(t, p)) return Path::kPrefill;
+  if (a.decode) return Path::kDecode;
+  if (a.prefill) return Path::kPrefill;
+  if (a.dense) return Path::kDense;
+  return Path::kDecode;
+}
+
+// Architectures without a table of their own (sm80, sm86, sm89, sm120, ...):
+// decode and dense only, with the dense tier engaging late so that nothing
+// measured elsewhere is assumed. UNMEASURED: the values are the H200
+// provisional ones doubled; measure with benchmarks/bench_dispatch.py on such
+// a device before trusting them.
+inline constexpr Table kConservative = {
+    "conservative (sm80/sm89/sm120 and unknown; unmeasured)",
+    /*decode_max_m=*/0, /*decode_underfill_max_m=*/0, /*prefill_tile_n=*/128, /*decode_k_heavy_max_m=*/0,
+    /*dense_vs_fused=*/DenseFrom{},  // no prefill on these architectures
+    /*dense_vs_decode=*/DenseFrom{/*int4=*/1024, /*int4_k_heavy=*/1024, /*int8=*/512, /*int8_k_heavy=*/512,
+                                  /*act_order=*/512},
+};
+
+}  // namespace heuristics
+}  // namespace dispatch
+}  // namespace swordfish

@@ -1,0 +1,70 @@
+// CPU driver for tests/test_dispatch.py: answers the dispatcher's table
+// questions without a GPU or the CUDA runtime (heuristics headers only).
+//
+// stdin, one query per line:
+//   choose CC_MAJOR CC_MINOR SM_COUNT M K N BITS ACT_ORDER DECODE_OK DENSE_OK PREFILL_OK
+//       -> the Path value heuristics::choose returns
+//   table CC_MAJOR CC_MINOR
+//       -> name|decode_max_m decode_underfill_max_m prefill_tile_n decode_k_heavy_max_m
+//          fused: int4 int4_k_heavy int8 int8_k_heavy act_order
+//          decode: int4 int4_k_heavy int8 int8_k_heavy act_order   (kNever printed as -1)
+// Not part of the extension (CMake skips tests/ folders).
+#include <climits>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "kernels/dispatch/arch_tables.hpp"
+
+using namespace swordfish;
+using namespace swordfish::dispatch::heuristics;
+
+namespace {
+const int32_t kPresent = 0;
+
+long long shown(int v) { return v == kNever ? -1 : v; }
+
+void print_dense(const DenseFrom& d) {
+  std::printf(" %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8), shown(d.int8_k_heavy),
+              shown(d.act_order));
+}
+}  // namespace
+
+int main() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "choose") {
+      GemmProblem p;
+      int act = 0, dec = 0, den = 0, pre = 0;
+      in >> p.cc_major >> p.cc_minor >> p.sm_count >> p.M >> p.K >> p.N >> p.bits >> act >> dec >> den >> pre;
+      if (!in) {
+        std::printf("error: bad query '%s'\n", line.c_str());
+        return 2;
+      }
+      p.perm = act ? &kPresent : nullptr;
+      Availability a;
+      a.decode = dec != 0;
+      a.dense = den != 0;
+      a.prefill = pre != 0;
+      std::printf("%d\n", static_cast<int>(choose(table_for(p.cc_major, p.cc_minor), p, a)));
+    } else if (cmd == "table") {
+      int major = 0, minor = 0;
+      in >> major >> minor;
+      const Table& t = table_for(major, minor);
+      std::printf("%s|%d %d %d %d", t.name, t.decode_max_m, t.decode_underfill_max_m, t.prefill_tile_n,
+                  t.decode_k_heavy_max_m);
+      print_dense(t.dense_vs_fused);
+      print_dense(t.dense_vs_decode);
+      std::printf("\n");
+    } else if (!cmd.empty()) {
+      std::printf("error: unknown command '%s'\n", cmd.c_str());
+      return 2;
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}

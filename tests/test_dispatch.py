@@ -1,0 +1,257 @@
+"""The dispatcher's tables: every boundary +-1, on the CPU and, where a GPU is present, through
+the select_path / last_path ops.
+
+CPU: kernels/dispatch/tests/select_table_main.cpp is compiled with the host C++ compiler against
+the heuristics headers alone (no CUDA) and asked what heuristics::choose picks. The write-up's
+B200 / Thor rules are checked as absolute numbers; the provisional sm90 and the conservative
+tables are checked against their own thresholds (decode below, dense from the threshold on, one
+switch over the whole M axis), so re-measuring a value needs no test edit.
+
+GPU: the select_path op on the current device must agree with the same table for that device's
+compute capability and SM count, and last_path must report what gemm ran.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "kernels" / "dispatch" / "tests" / "select_table_main.cpp"
+
+DECODE, DENSE, PREFILL = 1, 2, 3
+NEVER = -1
+M_AXIS = sorted({1, 2, 16, 17, 32, 33, 48, 49, 55, 56, 64, 95, 96, 127, 128, 255, 256, 257, 511, 512, 513, 1023,
+                 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 16384, 65536})
+
+
+class Tables:
+    """The compiled driver: choose() and table() answered by the C++ headers."""
+
+    def __init__(self, exe: pathlib.Path):
+        self.exe = exe
+
+    def ask(self, lines: list[str]) -> list[str]:
+        out = subprocess.run([str(self.exe)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+        assert len(out) == len(lines) and not any(o.startswith("error") for o in out), out
+        return out
+
+    def choose_many(self, queries) -> list[int]:
+        lines = []
+        for q in queries:
+            cc, sms, M, K, N, bits, act, dec, den, pre = q
+            lines.append(f"choose {cc[0]} {cc[1]} {sms} {M} {K} {N} {bits} {int(act)} {int(dec)} {int(den)} {int(pre)}")
+        return [int(v) for v in self.ask(lines)]
+
+    def choose(self, cc, sms, M, K, N, bits, act=False, decode=True, dense=True, prefill=False) -> int:
+        return self.choose_many([(cc, sms, M, K, N, bits, act, decode, dense, prefill)])[0]
+
+    def table(self, cc) -> dict:
+        name, values = self.ask([f"table {cc[0]} {cc[1]}"])[0].split("|")
+        v = [int(x) for x in values.split()]
+        keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order")
+        return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
+                "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:9])), "decode": dict(zip(keys, v[9:14]))}
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> Tables:
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler for kernels/dispatch/tests/select_table_main.cpp")
+    exe = tmp_path_factory.mktemp("dispatch") / "select_table"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ROOT), str(DRIVER), "-o", str(exe)],
+                   check=True)
+    return Tables(exe)
+
+
+SM90, SM100, THOR, ADA = (9, 0), (10, 0), (11, 0), (8, 9)
+B200_SMS, H200_SMS, THOR_SMS = 148, 132, 20
+
+# Llama-3 shapes: (K, N)
+O_8B, QKV_8B, GATE_UP_8B, DOWN_8B = (4096, 4096), (4096, 6144), (4096, 28672), (14336, 4096)
+
+
+# ------------------------------------------------------- the write-up's rules (sm100, future prefill)
+
+
+@pytest.mark.parametrize("M, want", [(1, DECODE), (55, DECODE), (56, PREFILL), (128, PREFILL)])
+def test_b200_decode_always_through_55(tables, M, want):
+    K, N = GATE_UP_8B  # N / 128 = 224 CTAs: no underfill; K < 2N
+    assert tables.choose(SM100, B200_SMS, M, K, N, 4, prefill=True) == want
+
+
+@pytest.mark.parametrize("M, want", [(56, DECODE), (95, DECODE), (96, PREFILL)])
+def test_b200_decode_below_96_when_prefill_underfills(tables, M, want):
+    K, N = O_8B  # N / 128 = 32 CTAs < 148 SMs
+    assert tables.choose(SM100, B200_SMS, M, K, N, 4, prefill=True) == want
+
+
+def test_b200_underfill_rule_follows_the_sm_count(tables):
+    K, N = 4096, 128 * 40  # 40 prefill CTAs
+    assert tables.choose(SM100, 41, 80, K, N, 4, prefill=True) == DECODE
+    assert tables.choose(SM100, 40, 80, K, N, 4, prefill=True) == PREFILL
+
+
+@pytest.mark.parametrize("M, want", [(127, DECODE), (128, PREFILL)])
+def test_b200_k_heavy_decode_through_127(tables, M, want):
+    K, N = DOWN_8B  # K >= 2N
+    assert tables.choose(SM100, B200_SMS, M, K, N, 4, prefill=True) == want
+
+
+@pytest.mark.parametrize("bits, M, want", [(8, 1023, PREFILL), (8, 1024, DENSE), (4, 4095, PREFILL),
+                                           (4, 4096, DENSE)])
+def test_b200_dense_thresholds(tables, bits, M, want):
+    K, N = QKV_8B
+    assert tables.choose(SM100, B200_SMS, M, K, N, bits, prefill=True) == want
+
+
+def test_b200_act_order_goes_dense_from_512_when_n_le_2k(tables):
+    K, N = QKV_8B  # N <= 2K
+    assert tables.choose(SM100, B200_SMS, 511, K, N, 4, act=True, prefill=True) == PREFILL
+    assert tables.choose(SM100, B200_SMS, 512, K, N, 4, act=True, prefill=True) == DENSE
+    K, N = GATE_UP_8B  # N > 2K: the int4 threshold applies
+    assert tables.choose(SM100, B200_SMS, 512, K, N, 4, act=True, prefill=True) == PREFILL
+    assert tables.choose(SM100, B200_SMS, 4096, K, N, 4, act=True, prefill=True) == DENSE
+
+
+def test_thor_dense_serves_int8_only(tables):
+    K, N = QKV_8B
+    assert tables.choose(THOR, THOR_SMS, 1 << 20, K, N, 4, prefill=True) != DENSE
+    assert tables.choose(THOR, THOR_SMS, 2047, K, N, 8, prefill=True) == PREFILL
+    assert tables.choose(THOR, THOR_SMS, 2048, K, N, 8, prefill=True) == DENSE
+    K, N = DOWN_8B  # K-heavy
+    assert tables.choose(THOR, THOR_SMS, 8191, K, N, 8, prefill=True) == PREFILL
+    assert tables.choose(THOR, THOR_SMS, 8192, K, N, 8, prefill=True) == DENSE
+
+
+def test_cc_10_1_is_thor_and_10_3_is_b300(tables):
+    assert tables.table((10, 1))["name"] == tables.table(THOR)["name"]
+    assert tables.table((10, 3))["name"] == tables.table(SM100)["name"]
+
+
+# ------------------------------------------------------- this build: decode + dense only
+
+
+def threshold(t: dict, bits: int, K: int, N: int, act: bool, which: str = "decode") -> int:
+    d = t[which]
+    heavy = K >= 2 * N
+    m = d[("int4" if bits == 4 else "int8") + ("_k_heavy" if heavy else "")]
+    m = float("inf") if m == NEVER else m
+    if act and N <= 2 * K and d["act_order"] != NEVER:
+        m = min(m, d["act_order"])
+    return m
+
+
+CASES = [(bits, shape, act) for bits in (4, 8) for shape in (O_8B, GATE_UP_8B, DOWN_8B) for act in (False, True)]
+
+
+@pytest.mark.parametrize("cc, sms", [(SM90, H200_SMS), (SM100, B200_SMS), (THOR, THOR_SMS), (ADA, 128)],
+                         ids=["sm90", "sm100", "thor", "sm89"])
+@pytest.mark.parametrize("bits, shape, act", CASES)
+def test_no_prefill_boundaries(tables, cc, sms, bits, shape, act):
+    """Decode below the dense threshold, dense from it on: at the threshold +-1 and over the M axis."""
+    K, N = shape
+    t = tables.table(cc)
+    m0 = threshold(t, bits, K, N, act)
+    axis = sorted(set(M_AXIS) | ({m0 - 1, m0, m0 + 1} if m0 != float("inf") else set()))
+    axis = [m for m in axis if m >= 1]
+    got = tables.choose_many([(cc, sms, M, K, N, bits, act, True, True, False) for M in axis])
+    want = [DENSE if M >= m0 else DECODE for M in axis]
+    assert got == want, f"{t['name']}: threshold {m0}"
+
+
+def test_sm90_table_is_marked_provisional_until_measured(tables):
+    """The sm90 values are estimates; the table says so until the H200 sweep replaces them."""
+    t = tables.table(SM90)
+    header = (ROOT / "kernels" / "dispatch" / "heuristics_sm90.hpp").read_text()
+    if "PROVISIONAL" in t["name"]:
+        assert "bench_dispatch.py" in header  # the command that will measure them
+    else:
+        assert header.count("measured:") >= 3, "a measured sm90 table names its measurement per value"
+
+
+def test_sm90_guesses_cross_earlier_for_int8_and_act_order(tables):
+    d = tables.table(SM90)["decode"]
+    assert d["int8"] <= d["int4"] and d["act_order"] <= d["int4"]
+
+
+def test_availability_fallbacks(tables):
+    K, N = O_8B
+    # decode cannot run: dense at every M (and never prefill when it cannot run either)
+    assert tables.choose(SM90, H200_SMS, 1, K, N, 4, decode=False) == DENSE
+    # dense cannot run: decode at any M
+    assert tables.choose(SM90, H200_SMS, 1 << 16, K, N, 4, dense=False) == DECODE
+    # nothing can run: decode, whose reason run() then reports
+    assert tables.choose(SM90, H200_SMS, 64, K, N, 4, decode=False, dense=False) == DECODE
+    # prefill available but decode not: prefill below the dense threshold, even at M = 1
+    assert tables.choose(SM100, B200_SMS, 1, K, N, 4, decode=False, prefill=True) == PREFILL
+
+
+# ------------------------------------------------------- the ops on a GPU
+
+
+def _gpu_ops():
+    import torch
+
+    from swordfish_backend import ops
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    if not ops.has_extension():
+        pytest.skip(f"needs the compiled extension: {ops.extension_error()}")
+    return torch, ops
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bits, shape, act", CASES)
+def test_select_path_op_matches_table(tables, bits, shape, act):
+    torch, ops = _gpu_ops()
+    dev = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    cc, sms = (props.major, props.minor), props.multi_processor_count
+    K, N = shape
+    t = tables.table(cc)
+    m0 = threshold(t, bits, K, N, act)
+    axis = sorted(set(M_AXIS) | ({m0 - 1, m0, m0 + 1} if m0 != float("inf") else set()))
+    axis = [m for m in axis if m >= 1]
+    want = tables.choose_many([(cc, sms, M, K, N, bits, act, True, True, False) for M in axis])
+    got = [ops.select_path(M, K, N, bits, 128, False, False, act, 1, dev) for M in axis]
+    assert got == want
+
+
+@pytest.mark.gpu
+def test_last_path_reports_what_ran(capfd, monkeypatch):
+    torch, ops = _gpu_ops()
+    from swordfish_backend import format as fmt
+
+    dev = torch.cuda.current_device()
+    K, N = 256, 128
+    q = torch.randint(0, 16, (K, N))
+    packed = fmt.pack_reference(q, 4).cuda()
+    scales = (torch.rand(K // 128, N) * 0.01 + 0.001).to(torch.bfloat16).cuda()
+    x = torch.randn(3, K, device="cuda").to(torch.bfloat16)
+    assert ops.last_path(255) == ops.PATH_AUTO  # no such device: nothing ran
+    ops.gemm(x, packed, scales, None, None, None, 4, 128, False, ops.PATH_DENSE, 0)
+    assert ops.last_path(dev) == ops.PATH_DENSE
+    ops.gemm(x, packed, scales, None, None, None, 4, 128, False, ops.PATH_AUTO, 0)
+    assert ops.last_path(dev) == ops.select_path(3, K, N, 4, 128, False, False, False, 1, dev)
+
+    # SWORDFISH_DEBUG is read per call: one line per (shape, path), none when unset.
+    capfd.readouterr()
+    M = 37  # a shape no other test logs
+    x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+    monkeypatch.delenv("SWORDFISH_DEBUG", raising=False)
+    ops.gemm(x, packed, scales, None, None, None, 4, 128, False, ops.PATH_DENSE, 0)
+    torch.cuda.synchronize()
+    assert "swordfish:" not in capfd.readouterr().err
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    for _ in range(3):
+        ops.gemm(x, packed, scales, None, None, None, 4, 128, False, ops.PATH_DENSE, 0)
+    torch.cuda.synchronize()
+    err = capfd.readouterr().err
+    assert err.count(f"swordfish: M={M} K={K} N={N} bits=4 group=128 -> dense") == 1, err
