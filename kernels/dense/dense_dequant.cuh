@@ -5,9 +5,9 @@
 //            block, one 16-byte load per lane; int8: the two n32 sub-tiles of
 //            the slice, two 16-byte loads per lane. Every warp access is one
 //            coalesced 512-byte run, streamed (evict-first).
-//   dequant  the same magic-number path as the decode mainloop turns each
-//            word into exact (q - B) pairs (dequant_pairs below); one hmul2
-//            (or hfma2 with folded zero points) per pair scales them. Each
+//   dequant  the decode mainloop's magic-number path (kernels/common/
+//            dequant.cuh) turns each word into exact (q - B) pairs; one
+//            scale() (or scale_zero() with folded zero points) per pair: each
 //            value is one rounding of the exact (q - B) * s + zs.
 //   stage    into a shared tile padded 64 -> 72 elements per row: with a
 //            144-byte row stride the lanes of one store hit 32 (NK) or 16
@@ -31,12 +31,9 @@
 // and output, perm a permutation of [0, K) (not checked: device data).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
-#include <type_traits>
 
+#include "kernels/common/dequant.cuh"
 #include "kernels/common/format.h"
 #include "kernels/dense/dense.h"
 
@@ -67,79 +64,12 @@ struct DequantParams {
   bool channelwise;  // every scale row equal: read row 0
 };
 
-template <typename T>
-struct Vec2;
-template <>
-struct Vec2<__half> {
-  using type = __half2;
-};
-template <>
-struct Vec2<__nv_bfloat16> {
-  using type = __nv_bfloat162;
-};
-
-// ---------------------------------------------------------------------------
-// dequant_pairs: exact (q - B) pairs in the fragment order of format.h.
-// TODO(one dequant path): kernels/common/dequant.cuh (the decode engineer's
-// LOP3 helpers) replaces this block when it lands; the contract is the same:
-// pair p holds (row 2t, row 2t+1) or (row 2t+8, row 2t+9) of one column.
-
-// lop3.b32 with LUT 0xEA = (a & b) | c: mask a field and OR the magic exponent
-// in, one instruction (the compiler does not fuse AND+OR into LOP3 reliably).
-__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-template <typename T>
-__device__ __forceinline__ typename Vec2<T>::type as_vec2(uint32_t u) {
-  return *reinterpret_cast<const typename Vec2<T>::type*>(&u);
-}
-
-// int4: pair i (0..3) of word q as (q - 8) in both halves. Nibbles i and i+4
-// are pair i (kNibbleOfFragment4); OR-ing them under the exponent of 1024
-// (fp16 0x6400) or 128 (bf16 0x4300) gives 1024 + q / 128 + q exactly, and
-// subtracting 1032 / 136 removes the magic and the zero point 8 exactly.
-template <typename T>
-__device__ __forceinline__ typename Vec2<T>::type int4_pair(uint32_t q, int i) {
-  if constexpr (std::is_same<T, __half>::value) {
-    const uint32_t h = lop3_and_or(q >> (4 * i), 0x000f000fu, 0x64006400u);
-    return __hsub2(as_vec2<T>(h), as_vec2<T>(0x64086408u));  // 1032 = 1024 + 8
-  } else {
-    const uint32_t h = lop3_and_or(q >> (4 * i), 0x000f000fu, 0x43004300u);
-    return __hsub2(as_vec2<T>(h), as_vec2<T>(0x43084308u));  // 136 = 128 + 8
-  }
-}
-
-// int8: pair hi (0: bytes {0, 2} = b0, 1: bytes {1, 3} = b1; kByteOfFragment8)
-// as (q - 128). fp16: a byte permute under 0x64 gives 1024 + q exactly.
-// bf16 holds only 8 significant bits, too few for 128 + q: go through fp32
-// 2^23 + q, subtract 2^23 + 128 exactly, convert the pair (exact: |q-128| <= 128).
-template <typename T>
-__device__ __forceinline__ typename Vec2<T>::type int8_pair(uint32_t q, int hi) {
-  if constexpr (std::is_same<T, __half>::value) {
-    const uint32_t h = __byte_perm(q, 0x64646464u, hi ? 0x4341u : 0x4240u);
-    return __hsub2(as_vec2<T>(h), as_vec2<T>(0x64806480u));  // 1152 = 1024 + 128
-  } else {
-    const float lo = __uint_as_float(__byte_perm(q, 0x4b000000u, hi ? 0x7541u : 0x7540u)) - 8388736.0f;
-    const float up = __uint_as_float(__byte_perm(q, 0x4b000000u, hi ? 0x7543u : 0x7542u)) - 8388736.0f;
-    return __floats2bfloat162_rn(lo, up);
-  }
-}
-// ---------------------------------------------------------------------------
-
-template <typename T>
-__device__ __forceinline__ uint32_t as_u32(typename Vec2<T>::type v) {
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // One CTA: the k64 x n64 tile (blockIdx.x = k64 tile, blockIdx.y = n-block).
-template <int kBits, typename T, bool kZeros, Layout kLayout, bool kPerm>
+// kBF16 picks bf16x2 (true) or f16x2 (false) arithmetic; values travel as raw 16-bit patterns.
+template <int kBits, bool kBF16, bool kZeros, Layout kLayout, bool kPerm>
 __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p) {
-  using T2 = typename Vec2<T>::type;
-  // NK: (BLK_N, BLK_K + pad); KN: (BLK_K, BLK_N + pad)
-  __shared__ alignas(16) T smem[64][kSmemStride];
+  // NK: (BLK_N, BLK_K + pad); KN: (BLK_K, BLK_N + pad); 16-bit values
+  __shared__ alignas(16) uint16_t smem[64][kSmemStride];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = lane % 4, g = lane / 4;
@@ -167,51 +97,59 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
       }
     }
 
-    // ---- scales (and folded zero points) of this lane's 8 columns 8c + g
-    const int srow = p.channelwise ? 0 : (k0 + warp * 16) / p.group;
-    const T* scales = static_cast<const T*>(p.scales) + static_cast<long long>(srow) * p.N + n0 + g;
-    const T* zeros = kZeros ? static_cast<const T*>(p.zeros) + static_cast<long long>(srow) * p.N + n0 + g : nullptr;
-    T2 s2[8], z2[8];
+    // ---- scales (and folded zero points) of this lane's 8 columns 8c + g, each in both halves
+    const long long srow = p.channelwise ? 0 : (k0 + warp * 16) / p.group;
+    const uint16_t* scales = static_cast<const uint16_t*>(p.scales) + srow * p.N + n0 + g;
+    const uint16_t* zeros = kZeros ? static_cast<const uint16_t*>(p.zeros) + srow * p.N + n0 + g : nullptr;
+    uint32_t s2[8], z2[8];
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const T s = __ldg(scales + 8 * c);
-      s2[c] = T2(s, s);
-      if constexpr (kZeros) {
-        const T z = __ldg(zeros + 8 * c);
-        z2[c] = T2(z, z);
-      }
+      s2[c] = 0x00010001u * __ldg(scales + 8 * c);
+      if constexpr (kZeros) z2[c] = 0x00010001u * __ldg(zeros + 8 * c);
     }
 
-    // ---- dequantize + stage. Column c: pair 0 = rows (2t, 2t+1), pair 1 = rows (2t+8, 2t+9).
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      T2 pr[2];
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        if constexpr (kBits == 4) {
-          pr[b] = int4_pair<T>(w[c / 2], 2 * (c % 2) + b);  // word c/2 holds n8 tiles c, c^1
-        } else {
-          pr[b] = int8_pair<T>(w[c], b);  // word c (h = c/4, j = c%4) holds n8 tile c
-        }
-        pr[b] = kZeros ? __hfma2(pr[b], s2[c], z2[c]) : __hmul2(pr[b], s2[c]);
+    // ---- dequantize, scale, stage. Column 8c + g: pair 0 = rows (2t, 2t+1), pair 1 = rows (2t+8, 2t+9).
+    const int k = warp * 16 + 2 * t;
+    auto stage = [&](int c, uint32_t pair0, uint32_t pair1) {
+      if constexpr (kZeros) {
+        pair0 = dequant::scale_zero<kBF16>(pair0, s2[c], z2[c]);
+        pair1 = dequant::scale_zero<kBF16>(pair1, s2[c], z2[c]);
+      } else {
+        pair0 = dequant::scale<kBF16>(pair0, s2[c]);
+        pair1 = dequant::scale<kBF16>(pair1, s2[c]);
       }
       const int n = 8 * c + g;
-      const int k = warp * 16 + 2 * t;
       if constexpr (kLayout == Layout::kNK) {
-        *reinterpret_cast<uint32_t*>(&smem[n][k]) = as_u32<T>(pr[0]);
-        *reinterpret_cast<uint32_t*>(&smem[n][k + 8]) = as_u32<T>(pr[1]);
+        *reinterpret_cast<uint32_t*>(&smem[n][k]) = pair0;
+        *reinterpret_cast<uint32_t*>(&smem[n][k + 8]) = pair1;
       } else {
-        smem[k][n] = pr[0].x;
-        smem[k + 1][n] = pr[0].y;
-        smem[k + 8][n] = pr[1].x;
-        smem[k + 9][n] = pr[1].y;
+        smem[k][n] = static_cast<uint16_t>(pair0);
+        smem[k + 1][n] = static_cast<uint16_t>(pair0 >> 16);
+        smem[k + 8][n] = static_cast<uint16_t>(pair1);
+        smem[k + 9][n] = static_cast<uint16_t>(pair1 >> 16);
+      }
+    };
+    if constexpr (kBits == 4) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {  // word j: b0, b1 of n8 tile 2j, then of tile 2j + 1
+        uint32_t pr[4];
+        dequant::int4_pairs<kBF16>(w[j], pr);
+        stage(2 * j, pr[0], pr[1]);
+        stage(2 * j + 1, pr[2], pr[3]);
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {  // word c (sub-tile half c / 4, word c % 4): b0, b1 of n8 tile c
+        uint32_t pr[2];
+        dequant::int8_pairs<kBF16>(w[c], pr);
+        stage(c, pr[0], pr[1]);
       }
     }
   }
   __syncthreads();
 
   // ---- write
-  T* out = static_cast<T*>(p.out);
+  uint16_t* out = static_cast<uint16_t*>(p.out);
   const int chunk = threadIdx.x % kChunksPerRow;
   if constexpr (kLayout == Layout::kNK && !kPerm) {
     // 64 rows n x 8 chunks: out[n0 + r][k0 + 8 * chunk ...], 128 contiguous bytes per row.
@@ -233,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
     const bool wb = static_cast<unsigned>(pb) < static_cast<unsigned>(p.K);
 #pragma unroll 4
     for (int r = warp; r < 64; r += kWarps) {
-      T* row = out + static_cast<long long>(n0 + r) * p.K;
+      uint16_t* row = out + static_cast<long long>(n0 + r) * p.K;
       if (wa) row[pa] = smem[r][ka];
       if (wb) row[pb] = smem[r][kb];
     }

@@ -16,21 +16,21 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
-template <int kBits, typename T, bool kZeros>
+template <int kBits, bool kBF16, bool kZeros>
 void launch_layout(const DequantParams& params, Layout layout, bool perm, dim3 grid, cudaStream_t s) {
   if (layout == Layout::kNK) {
-    if (perm) dequant_kernel<kBits, T, kZeros, Layout::kNK, true><<<grid, kThreads, 0, s>>>(params);
-    else dequant_kernel<kBits, T, kZeros, Layout::kNK, false><<<grid, kThreads, 0, s>>>(params);
+    if (perm) dequant_kernel<kBits, kBF16, kZeros, Layout::kNK, true><<<grid, kThreads, 0, s>>>(params);
+    else dequant_kernel<kBits, kBF16, kZeros, Layout::kNK, false><<<grid, kThreads, 0, s>>>(params);
   } else {
-    if (perm) dequant_kernel<kBits, T, kZeros, Layout::kKN, true><<<grid, kThreads, 0, s>>>(params);
-    else dequant_kernel<kBits, T, kZeros, Layout::kKN, false><<<grid, kThreads, 0, s>>>(params);
+    if (perm) dequant_kernel<kBits, kBF16, kZeros, Layout::kKN, true><<<grid, kThreads, 0, s>>>(params);
+    else dequant_kernel<kBits, kBF16, kZeros, Layout::kKN, false><<<grid, kThreads, 0, s>>>(params);
   }
 }
 
-template <int kBits, typename T>
+template <int kBits, bool kBF16>
 void launch_zeros(const DequantParams& params, Layout layout, bool perm, dim3 grid, cudaStream_t s) {
-  if (params.zeros) launch_layout<kBits, T, true>(params, layout, perm, grid, s);
-  else launch_layout<kBits, T, false>(params, layout, perm, grid, s);
+  if (params.zeros) launch_layout<kBits, kBF16, true>(params, layout, perm, grid, s);
+  else launch_layout<kBits, kBF16, false>(params, layout, perm, grid, s);
 }
 
 }  // namespace
@@ -68,11 +68,11 @@ std::string dequantize(const GemmProblem& p, void* out, Layout layout, void* str
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool perm = p.perm != nullptr;
   if (p.bits == 4) {
-    if (p.dtype == DType::kFloat16) launch_zeros<4, __half>(params, layout, perm, grid, s);
-    else launch_zeros<4, __nv_bfloat16>(params, layout, perm, grid, s);
+    if (p.dtype == DType::kFloat16) launch_zeros<4, false>(params, layout, perm, grid, s);
+    else launch_zeros<4, true>(params, layout, perm, grid, s);
   } else {
-    if (p.dtype == DType::kFloat16) launch_zeros<8, __half>(params, layout, perm, grid, s);
-    else launch_zeros<8, __nv_bfloat16>(params, layout, perm, grid, s);
+    if (p.dtype == DType::kFloat16) launch_zeros<8, false>(params, layout, perm, grid, s);
+    else launch_zeros<8, true>(params, layout, perm, grid, s);
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return std::string("dense dequant kernel launch failed: ") + cudaGetErrorString(err);
