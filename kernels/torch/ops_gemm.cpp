@@ -1,0 +1,302 @@
+// The GEMM ops: gemm, dequantize, select_path, last_path.
+//
+// Each op checks its tensors, fills a GemmProblem (problem.h) and hands it to
+// the dispatcher (kernels/dispatch/dispatch.h), which alone decides the path.
+// CUDA-graph safe: no host synchronisation, every allocation (output,
+// workspace) from torch's caching allocator, launches on torch's current
+// stream of the input's device. Environment knobs are read per call.
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "kernels/common/format.h"
+#include "kernels/common/problem.h"
+#include "kernels/dispatch/dispatch.h"
+#include "kernels/torch/torch_helpers.h"
+
+namespace swordfish {
+namespace torch_ops {
+namespace {
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kAuto: return "auto";
+    case Path::kDecode: return "decode";
+    case Path::kDense: return "dense";
+    case Path::kPrefill: return "prefill";
+  }
+  return "unknown";
+}
+
+// SM count and compute capability of a device, queried once per device.
+struct DeviceInfo {
+  int sm_count, cc_major, cc_minor;
+};
+constexpr int kMaxDevices = 256;
+
+DeviceInfo device_info(const char* op, int64_t device) {
+  SF_CHECK(device >= 0 && device < kMaxDevices, op, "device index must be in [0, ", kMaxDevices, "), got ", device);
+  // Packed (sm_count << 16 | major << 8 | minor); 0 = not queried yet.
+  static std::array<std::atomic<uint32_t>, kMaxDevices> cache{};
+  uint32_t v = cache[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int sm = 0, major = 0, minor = 0;
+    const int d = static_cast<int>(device);
+    cudaError_t e = cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, d);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the error this query left behind
+      fail_runtime(op, "cannot query CUDA device ", device, ": ", cudaGetErrorString(e));
+    }
+    v = (static_cast<uint32_t>(sm) << 16) | (static_cast<uint32_t>(major) << 8) | static_cast<uint32_t>(minor);
+    cache[device].store(v, std::memory_order_relaxed);
+  }
+  return DeviceInfo{static_cast<int>(v >> 16), static_cast<int>((v >> 8) & 0xFF), static_cast<int>(v & 0xFF)};
+}
+
+// deterministic: 0 / 1 explicit; -1 reads SWORDFISH_DETERMINISTIC now (never cached).
+bool resolve_deterministic(const char* op, int64_t arg) {
+  if (arg == 0 || arg == 1) return arg == 1;
+  SF_CHECK(arg == -1, op, "deterministic must be -1 (read SWORDFISH_DETERMINISTIC), 0 or 1, got ", arg);
+  const char* env = std::getenv("SWORDFISH_DETERMINISTIC");
+  if (env == nullptr) return false;
+  std::string v(env);  // same spellings as swordfish_backend/envs.py: trimmed, any case
+  const size_t first = v.find_first_not_of(" \t\n\r"), last = v.find_last_not_of(" \t\n\r");
+  v = first == std::string::npos ? std::string() : v.substr(first, last - first + 1);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty() || v == "0" || v == "false" || v == "off" || v == "no") return false;
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  fail(op, "SWORDFISH_DETERMINISTIC must be 0 or 1 (or false/true, off/on, no/yes), got '", env, "'");
+}
+
+// The scalar part of a problem: bits, group, K, N, M.
+void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise) {
+  SF_CHECK(bits == 4 || bits == 8, op, "bits must be 4 or 8, got ", bits);
+  const int64_t bk = format::block_k(static_cast<int>(bits));
+  SF_CHECK(K > 0 && K % bk == 0, op, "int", bits, " weights need K to be a positive multiple of ", bk, ", got K = ",
+           K);
+  SF_CHECK(N > 0 && N % format::kBlockN == 0, op, "N must be a positive multiple of 64, got N = ", N);
+  SF_CHECK(M >= 0, op, "M must be >= 0, got M = ", M);
+  SF_CHECK(fits_int(M) && fits_int(K) && fits_int(N), op, "M, K and N must fit in int32, got M = ", M, ", K = ", K,
+           ", N = ", N);
+  if (channelwise) {
+    SF_CHECK(group > 0 && K % group == 0, op,
+             "channelwise scales are replicated per group rows; group must divide K = ", K, ", got group = ", group);
+  } else {
+    SF_CHECK(group == 32 || group == 64 || group == 128, op,
+             "group must be 32, 64 or 128 (channelwise weights pass channelwise=True), got group = ", group);
+    SF_CHECK(K % group == 0, op, "group = ", group, " must divide K = ", K);
+  }
+}
+
+// Flag-only stand-ins for select_path: the dispatcher reads whether zeros /
+// perm are present, never what they point to.
+const int32_t kPresent = 0;
+
+// Tensors shared by gemm and dequantize: packed, scales, zeros, perm.
+// Returns N; `dtype_ref` is the tensor whose dtype scales must match.
+int64_t check_weight(const char* op, const Tensor& packed, const Tensor& scales, const std::optional<Tensor>& zeros,
+                     const std::optional<Tensor>& perm, int64_t K, int64_t bits, int64_t group, bool channelwise,
+                     const char* ref_name, const Tensor& ref) {
+  check_tensor(op, "packed", packed, 3);
+  check_dtype(op, "packed", packed, ScalarType::Int);
+  check_same_device(op, "packed", packed, ref_name, ref);
+  const int64_t N = packed.size(0) * format::kBlockN;
+  check_geometry(op, 0, K, N, bits, group, channelwise);
+  const int64_t bk = format::block_k(static_cast<int>(bits));
+  check_shape(op, "packed", packed, {N / format::kBlockN, K / bk, format::kBlockWords});
+
+  check_tensor(op, "scales", scales, 2);
+  check_same_device(op, "scales", scales, ref_name, ref);
+  SF_CHECK(scales.scalar_type() == ref.scalar_type(), op, "scales.dtype must equal ", ref_name, ".dtype (",
+           dtype_name(ref.scalar_type()), "), got ", dtype_name(scales.scalar_type()));
+  check_shape(op, "scales", scales, {K / group, N});
+  if (zeros.has_value()) {
+    const Tensor& z = *zeros;
+    check_tensor(op, "zeros", z, 2);
+    check_same_device(op, "zeros", z, ref_name, ref);
+    SF_CHECK(z.scalar_type() == ref.scalar_type(), op, "zeros.dtype must equal ", ref_name, ".dtype (",
+             dtype_name(ref.scalar_type()), "), got ", dtype_name(z.scalar_type()));
+    check_shape(op, "zeros", z, {K / group, N});
+  }
+  if (perm.has_value()) {
+    const Tensor& p = *perm;
+    check_tensor(op, "perm", p, 1);
+    check_dtype(op, "perm", p, ScalarType::Int);
+    check_same_device(op, "perm", p, ref_name, ref);
+    check_shape(op, "perm", p, {K});
+  }
+  return N;
+}
+
+void fill_weight(GemmProblem& p, const Tensor& packed, const Tensor& scales, const std::optional<Tensor>& zeros,
+                 const std::optional<Tensor>& perm, int64_t K, int64_t N, int64_t bits, int64_t group,
+                 bool channelwise) {
+  p.packed = static_cast<const int32_t*>(packed.data_ptr());
+  p.scales = scales.data_ptr();
+  p.zeros = zeros.has_value() ? zeros->data_ptr() : nullptr;
+  p.perm = perm.has_value() ? static_cast<const int32_t*>(perm->data_ptr()) : nullptr;
+  p.K = static_cast<int>(K);
+  p.N = static_cast<int>(N);
+  p.bits = static_cast<int>(bits);
+  p.group = static_cast<int>(group);
+  p.channelwise = channelwise;
+}
+
+void fill_device(const char* op, GemmProblem& p, int64_t device) {
+  const DeviceInfo info = device_info(op, device);
+  p.device = static_cast<int>(device);
+  p.sm_count = info.sm_count;
+  p.cc_major = info.cc_major;
+  p.cc_minor = info.cc_minor;
+}
+
+Path resolve_path(const char* op, const GemmProblem& p, int64_t path) {
+  SF_CHECK(path >= 0 && path <= 3, op, "path must be 0 (auto), 1 (decode), 2 (dense) or 3 (prefill), got ", path);
+  if (path == 0) {
+    const Path chosen = dispatch::select(p);
+    SF_CHECK(chosen != Path::kAuto, op, "the dispatcher chose no path for this problem");
+    return chosen;
+  }
+  const Path forced = static_cast<Path>(path);
+  const std::string why = dispatch::can_implement(p, forced);
+  SF_CHECK(why.empty(), op, "path ", path_name(forced), " cannot run this problem: ", why);
+  return forced;
+}
+
+// gemm(x, packed, scales, zeros, perm, bias, bits, group, channelwise, path, deterministic) -> (M, N)
+Tensor gemm(Tensor x, Tensor packed, Tensor scales, std::optional<Tensor> zeros, std::optional<Tensor> perm,
+            std::optional<Tensor> bias, int64_t bits, int64_t group, bool channelwise, int64_t path,
+            int64_t deterministic) {
+  constexpr const char* op = "gemm";
+  check_tensor(op, "x", x, 2);
+  const DType dtype = activation_dtype(op, "x", x);
+  const int64_t M = x.size(0), K = x.size(1);
+  SF_CHECK(fits_int(M), op, "x has too many rows: M = ", M);
+  const int64_t N = check_weight(op, packed, scales, zeros, perm, K, bits, group, channelwise, "x", x);
+  if (bias.has_value()) {
+    const Tensor& b = *bias;
+    check_tensor(op, "bias", b, 1);
+    check_same_device(op, "bias", b, "x", x);
+    SF_CHECK(b.scalar_type() == x.scalar_type(), op, "bias.dtype must equal x.dtype (", dtype_name(x.scalar_type()),
+             "), got ", dtype_name(b.scalar_type()));
+    check_shape(op, "bias", b, {N});
+  }
+  const bool det = resolve_deterministic(op, deterministic);
+
+  const int32_t device = x.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  GemmProblem p;
+  fill_weight(p, packed, scales, zeros, perm, K, N, bits, group, channelwise);
+  fill_device(op, p, device);
+  p.M = static_cast<int>(M);
+  p.dtype = dtype;
+  p.deterministic = det;
+  const Path chosen = resolve_path(op, p, path);
+
+  Tensor y = empty_like_device({M, N}, x.scalar_type(), x);
+  if (M == 0) return y;
+  p.x = x.data_ptr();
+  p.bias = bias.has_value() ? bias->data_ptr() : nullptr;
+  p.y = y.data_ptr();
+  const size_t ws_bytes = dispatch::workspace_bytes(p, chosen);
+  // Lives until the launch is enqueued; the caching allocator orders its reuse on this stream.
+  std::optional<Tensor> workspace;
+  if (ws_bytes > 0) {
+    workspace = empty_like_device({static_cast<int64_t>(ws_bytes)}, ScalarType::Byte, x);
+    p.workspace = workspace->data_ptr();
+    p.workspace_bytes = ws_bytes;
+  }
+  const std::string err = dispatch::run(p, chosen, current_cuda_stream(device));
+  if (!err.empty()) fail_runtime(op, "path ", path_name(chosen), ": ", err);
+  return y;
+}
+
+// dequantize(packed, scales, zeros, perm, bits, group, channelwise, K) -> (N, K) in scales.dtype,
+// columns in original input-feature order.
+Tensor dequantize(Tensor packed, Tensor scales, std::optional<Tensor> zeros, std::optional<Tensor> perm, int64_t bits,
+                  int64_t group, bool channelwise, int64_t K) {
+  constexpr const char* op = "dequantize";
+  check_tensor(op, "scales", scales, 2);
+  const DType dtype = activation_dtype(op, "scales", scales);
+  const int64_t N = check_weight(op, packed, scales, zeros, perm, K, bits, group, channelwise, "scales", scales);
+
+  const int32_t device = scales.get_device_index();
+  torch::stable::accelerator::DeviceGuard guard(device);
+  GemmProblem p;
+  fill_weight(p, packed, scales, zeros, perm, K, N, bits, group, channelwise);
+  fill_device(op, p, device);
+  p.dtype = dtype;
+  Tensor out = empty_like_device({N, K}, scales.scalar_type(), scales);
+  const std::string err = dispatch::dequantize(p, out.data_ptr(), current_cuda_stream(device));
+  if (!err.empty()) fail_runtime(op, err);
+  return out;
+}
+
+// select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index) -> Path value
+int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise, bool has_zeros,
+                    bool act_order, int64_t dtype, int64_t device_index) {
+  constexpr const char* op = "select_path";
+  check_geometry(op, M, K, N, bits, group, channelwise);
+  SF_CHECK(dtype == 0 || dtype == 1, op, "dtype must be 0 (float16) or 1 (bfloat16), got ", dtype);
+  GemmProblem p;
+  p.M = static_cast<int>(M);
+  p.K = static_cast<int>(K);
+  p.N = static_cast<int>(N);
+  p.bits = static_cast<int>(bits);
+  p.group = static_cast<int>(group);
+  p.channelwise = channelwise;
+  p.zeros = has_zeros ? static_cast<const void*>(&kPresent) : nullptr;
+  p.perm = act_order ? &kPresent : nullptr;
+  p.dtype = static_cast<DType>(dtype);
+  fill_device(op, p, device_index);
+  const Path chosen = dispatch::select(p);
+  return static_cast<int64_t>(chosen);
+}
+
+// last_path(device_index) -> Path value of the most recent gemm on that device (0 if none).
+int64_t last_path(int64_t device_index) {
+  SF_CHECK(device_index >= 0 && device_index < kMaxDevices, "last_path", "device index must be in [0, ",
+           kMaxDevices, "), got ", device_index);
+  return static_cast<int64_t>(dispatch::last_path(static_cast<int>(device_index)));
+}
+
+}  // namespace
+}  // namespace torch_ops
+}  // namespace swordfish
+
+STABLE_TORCH_LIBRARY_FRAGMENT(swordfish, m) {
+  m.def(
+      "gemm(Tensor x, Tensor packed, Tensor scales, Tensor? zeros, Tensor? perm, Tensor? bias, int bits, int group, "
+      "bool channelwise, int path, int deterministic) -> Tensor");
+  m.def(
+      "dequantize(Tensor packed, Tensor scales, Tensor? zeros, Tensor? perm, int bits, int group, bool channelwise, "
+      "int K) -> Tensor");
+  m.def(
+      "select_path(int M, int K, int N, int bits, int group, bool channelwise, bool has_zeros, bool act_order, "
+      "int dtype, int device_index) -> int");
+  m.def("last_path(int device_index) -> int");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(swordfish, CUDA, m) {
+  m.impl("gemm", TORCH_BOX(&swordfish::torch_ops::gemm));
+  m.impl("dequantize", TORCH_BOX(&swordfish::torch_ops::dequantize));
+}
+
+// CPU tensors reach the same checks and fail with "must be a CUDA tensor".
+STABLE_TORCH_LIBRARY_IMPL(swordfish, CPU, m) {
+  m.impl("gemm", TORCH_BOX(&swordfish::torch_ops::gemm));
+  m.impl("dequantize", TORCH_BOX(&swordfish::torch_ops::dequantize));
+}
+
+STABLE_TORCH_LIBRARY_IMPL(swordfish, CompositeExplicitAutograd, m) {
+  m.impl("select_path", TORCH_BOX(&swordfish::torch_ops::select_path));
+  m.impl("last_path", TORCH_BOX(&swordfish::torch_ops::last_path));
+}
