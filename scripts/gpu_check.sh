@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# One device call on the H200 machine: install carried wheels, build for
+# sm_90a, run every test (GPU tests included), the benchmark CLI if present,
+# and compute-sanitizer memcheck + racecheck on the tests marked `sanitize`.
+# Results go to $OUT (at most 8 files, flat):
+#   gpu_check.log  stage summary and timings     build.log     pip/CMake/nvcc output
+#   pytest.log     the full test run              junit.xml     per-test results and recorded numbers
+#   sanitize.log   memcheck + racecheck           bench.log, bench.json, bench.png (when the CLI exists)
+#
+# Usage (from the repository root, device tool with carry [".whl"]):
+#   bash scripts/gpu_check.sh                 # all stages
+#   STAGES="build test" bash scripts/gpu_check.sh
+#   PYTEST_ARGS="-k prepack" BENCH_ARGS="--preset llama-3-8b" bash scripts/gpu_check.sh
+# The whole call must fit the device tool's 10-minute limit: each stage has
+# its own timeout (seconds: BUILD_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, SAN_TIMEOUT).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-$ROOT/gpu_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+STAGES="${STAGES:-build test bench sanitize}"
+export PYTHONUNBUFFERED=1
+export SWORDFISH_CUDA_ARCHS="${SWORDFISH_CUDA_ARCHS:-90a}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+SUMMARY="$OUT/gpu_check.log"
+START=$(date +%s)
+status=0
+
+say() { printf '[%4ss] %s\n' "$(( $(date +%s) - START ))" "$*" | tee -a "$SUMMARY"; }
+has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
+
+say "gpu_check: stages '$STAGES', archs $SWORDFISH_CUDA_ARCHS, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1 \
+  | tee -a "$SUMMARY"
+
+if has_stage build; then
+  if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps .whl/*.whl >>"$OUT/build.log" 2>&1 \
+      && say "installed carried wheels: $(cd .whl && ls *.whl | tr '\n' ' ')" \
+      || say "WARNING: installing .whl/*.whl failed (see build.log)"
+  fi
+  t0=$(date +%s)
+  timeout "${BUILD_TIMEOUT:-420}" "$PY" -m pip install --no-build-isolation --no-deps -v -e . >>"$OUT/build.log" 2>&1
+  rc=$?
+  say "build: exit $rc in $(( $(date +%s) - t0 ))s (SWORDFISH_CUDA_ARCHS=$SWORDFISH_CUDA_ARCHS, $CMAKE_BUILD_PARALLEL_LEVEL jobs)"
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    grep -n -E 'error|FAILED' "$OUT/build.log" | head -20 | tee -a "$SUMMARY"
+  fi
+fi
+
+"$PY" - <<'PY' 2>&1 | tee -a "$SUMMARY"
+import swordfish_backend.ops as o
+print("extension:", o.has_extension(), o.extension_error() or "", o.build_info())
+PY
+
+if has_stage test; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -x tests -rs --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} \
+    >"$OUT/pytest.log" 2>&1
+  rc=$?
+  say "pytest: exit $rc in $(( $(date +%s) - t0 ))s: $(tail -n 1 "$OUT/pytest.log")"
+  [ "$rc" -ne 0 ] && status=1
+  # Numbers the tests recorded (record_property), e.g. prepack bandwidth.
+  "$PY" - "$OUT/junit.xml" <<'PY' 2>/dev/null | tee -a "$SUMMARY"
+import sys, xml.etree.ElementTree as ET
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    for prop in case.iter("property"):
+        print(f"  {case.get('name')}: {prop.get('name')} = {prop.get('value')}")
+PY
+fi
+
+if has_stage bench; then
+  if "$PY" -c 'import swordfish_backend.cli' >/dev/null 2>&1 && "$PY" -m swordfish_backend bench --help >/dev/null 2>&1; then
+    work="$(mktemp -d)"
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    (cd "$work" && timeout "${BENCH_TIMEOUT:-180}" "$PY" -m swordfish_backend bench ${BENCH_ARGS:-}) \
+      >"$OUT/bench.log" 2>&1
+    rc=$?
+    say "bench: exit $rc in $(( $(date +%s) - t0 ))s"
+    [ "$rc" -ne 0 ] && status=1
+    # Flat copies of what it wrote (first JSON and first PNG only: $OUT holds 8 files).
+    f=$(find "$work" -name '*.json' -type f | head -n 1); [ -n "$f" ] && cp "$f" "$OUT/bench.json"
+    f=$(find "$work" -name '*.png' -type f | head -n 1); [ -n "$f" ] && cp "$f" "$OUT/bench.png"
+  else
+    say "bench: skipped (swordfish_backend.cli / 'python -m swordfish_backend bench' not available yet)"
+  fi
+fi
+
+if has_stage sanitize; then
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    for tool in memcheck racecheck; do
+      t0=$(date +%s)
+      echo "===== compute-sanitizer --tool $tool (pytest -m sanitize)" >>"$OUT/sanitize.log"
+      timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \
+        "$PY" -m pytest -q -m sanitize -p no:cacheprovider tests >>"$OUT/sanitize.log" 2>&1
+      rc=$?
+      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -n 1)
+      say "sanitize $tool: exit $rc in $(( $(date +%s) - t0 ))s ${summary}"
+      [ "$rc" -ne 0 ] && status=1
+    done
+  else
+    say "sanitize: skipped (compute-sanitizer not on PATH)"
+  fi
+fi
+
+say "gpu_check: $( [ "$status" -eq 0 ] && echo PASS || echo FAIL ) in $(( $(date +%s) - START ))s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+exit "$status"
