@@ -1,0 +1,675 @@
+"""`swordfish bench`: every Swordfish path against cuBLAS and the roofline, in one run.
+
+How it times (the method of shared/GPU.md and the device METHOD.md):
+
+* Each measurement is a CUDA graph of back-to-back calls of one
+  implementation, each call reading the next of several weight copies. There
+  are enough copies that together they exceed twice the device's L2 (queried
+  from the device properties), so small-M calls stream their weights from HBM
+  as in a real model, not from the cache. The graph is replayed several times
+  (at least 5) and the median replay, divided by the calls in it, is the time
+  of one call. Single calls timed between host syncs read 2-5x high at small
+  M: never time that way.
+* Implementations: ``auto`` (the dispatcher chooses; the path it chose is
+  read back with ``ops.last_path``), each Swordfish path forced
+  (``decode``, ``dense``, ``prefill``; one that cannot run the problem is
+  recorded with the dispatcher's reason), ``cublas`` (``F.linear`` with a
+  dense weight of the activation dtype and the same shape) and ``roofline``.
+* The roofline is the larger of two floors, each from a ceiling measured in
+  the same run: bytes (packed weight + scales + zero points + act-order
+  permutation + activations + output) over the HBM read bandwidth of a large
+  bf16 sum, and 2*M*N*K over the tensor-core rate of a large dense matmul.
+  Compare ratios from one run, never absolute times from different runs.
+
+JSON result, schema ``swordfish-bench`` version 1 (``validate_result``
+checks it)::
+
+    {"schema": "swordfish-bench", "version": 1,
+     "created": "2026-12-02T10:00:00Z",        # UTC
+     "swordfish": "0.1.0", "commit": "abc123..." | null,
+     "torch": "2.11.0+cu130", "cuda": "13.0" | null,
+     "device": {"index": 0, "name": "NVIDIA H200", "capability": "9.0",
+                "sm_count": 132, "l2_bytes": 62914560, "memory_bytes": ...},
+     "config": {"models": ["llama-3-8b"], "bits": 4, "group": 128, "dtype": "bf16",
+                "m": [1, 16, ...], "impls": ["auto", "decode", ...],
+                "zero_points": false, "act_order": false, "deterministic": false},
+     "ceilings": {"hbm_read_gbps": 4180.0, "hbm_read_bytes": 2147483648,
+                  "mma_tflops": 700.0, "mma_shape": [8192, 8192, 8192]},
+     "timing": {"method": "...", "min_replays": 5, "l2_multiple": 2},
+     "rows": [ROW, ...]}
+
+    ROW = {"model": "llama-3-8b", "layer": "qkv", "K": 4096, "N": 6144, "M": 1,
+           "impl": "auto" | "decode" | "dense" | "prefill" | "cublas" | "roofline",
+           "status": "ok" | "unavailable" | "error",
+           "note": null | "why unavailable / the error",
+           "path": "decode" | null,        # the path that ran (auto: the dispatcher's choice)
+           "us": 5.1 | null,               # microseconds per call (roofline: the floor)
+           "tflops": ..., "weight_gbps": ..., "vs_cublas": ..., "pct_roofline": ... | null,
+           "weight_bytes": 12976128,       # bytes of weight one call reads
+           "copies": 10, "calls": 120, "replays": 7}    # 0 for roofline rows
+    # roofline rows also carry "hbm_floor_us" and "compute_floor_us".
+
+``vs_cublas`` is cuBLAS time / this time (above 1: faster than cuBLAS);
+``pct_roofline`` is 100 * roofline time / this time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ops
+
+SCHEMA = "swordfish-bench"
+SCHEMA_VERSION = 1
+# Every path the op accepts besides auto (ops.PATH_NAMES mirrors swordfish::Path): a new path shows up here.
+KERNEL_PATHS = tuple(name for value, name in sorted(ops.PATH_NAMES.items()) if value != ops.PATH_AUTO)
+SWORDFISH_IMPLS = ("auto",) + KERNEL_PATHS
+IMPLS = SWORDFISH_IMPLS + ("cublas", "roofline")
+STATUSES = ("ok", "unavailable", "error")
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+# The op raises this (ops_gemm.cpp resolve_path) when a forced path cannot run a problem.
+UNAVAILABLE_MARK = "cannot run this problem: "
+
+L2_MULTIPLE = 2        # rotating copies exceed this many L2s
+MIN_REPLAYS = 5
+MAX_REPLAYS = 25
+MAX_CALLS = 128        # calls captured in one graph
+TARGET_GRAPH_US = 2000.0   # aim for graphs at least this long (host launch noise amortised)
+BUDGET_US = 60000.0        # replays per measurement: about this much GPU time
+HBM_PROBE_BYTES = 2 << 30
+MMA_PROBE = 8192
+
+
+@dataclass
+class Config:
+    layers: list            # [(model, presets.Layer)]
+    m: list                 # M values
+    bits: int = 4
+    group: int = 128
+    dtype: str = "bf16"
+    impls: tuple = IMPLS
+    zero_points: bool = False
+    act_order: bool = False
+    deterministic: bool = False
+    device_index: int = 0
+    seed: int = 0
+    models: list = field(default_factory=list)
+    commit: str | None = None
+
+
+# ------------------------------------------------------------------ sizes and metrics
+
+
+def quantized_bytes(K: int, N: int, bits: int, group: int, zero_points: bool, act_order: bool,
+                    dtype_bytes: int = 2) -> int:
+    """Bytes of weight a Swordfish call reads: packed codes, scales, folded zero points, permutation.
+
+    Channelwise weights (group -1) are counted with their one scale row (the
+    decode path reads row 0 only).
+    """
+    rows = 1 if group == -1 else K // group
+    total = K * N * bits // 8 + rows * N * dtype_bytes
+    if zero_points:
+        total += rows * N * dtype_bytes
+    if act_order:
+        total += K * 4
+    return total
+
+
+def io_bytes(M: int, K: int, N: int, dtype_bytes: int = 2) -> int:
+    """Activations read plus output written."""
+    return (M * K + M * N) * dtype_bytes
+
+
+def roofline_us(M: int, K: int, N: int, weight_bytes: int, ceilings: dict, dtype_bytes: int = 2) -> tuple:
+    """(roofline, hbm floor, compute floor) in microseconds."""
+    hbm = (weight_bytes + io_bytes(M, K, N, dtype_bytes)) / (ceilings["hbm_read_gbps"] * 1e3)
+    compute = 2.0 * M * N * K / (ceilings["mma_tflops"] * 1e6)
+    return max(hbm, compute), hbm, compute
+
+
+def derive(rows: list) -> list:
+    """Fill tflops, weight_gbps, vs_cublas and pct_roofline from us, in place; returns rows."""
+    ref = {}
+    for r in rows:
+        if r["impl"] in ("cublas", "roofline") and r["us"]:
+            ref[(r["model"], r["layer"], r["M"], r["impl"])] = r["us"]
+    for r in rows:
+        us = r["us"]
+        key = (r["model"], r["layer"], r["M"])
+        if not us or r["status"] != "ok":
+            r.update(tflops=None, weight_gbps=None, vs_cublas=None, pct_roofline=None)
+            continue
+        r["tflops"] = 2.0 * r["M"] * r["N"] * r["K"] / us / 1e6
+        r["weight_gbps"] = r["weight_bytes"] / us / 1e3
+        cublas = ref.get(key + ("cublas",))
+        roof = ref.get(key + ("roofline",))
+        r["vs_cublas"] = None if cublas is None or r["impl"] == "roofline" else cublas / us
+        r["pct_roofline"] = None if roof is None else 100.0 * roof / us
+    return rows
+
+
+def make_row(model: str, layer, M: int, impl: str, *, status: str = "ok", us=None, path=None, note=None,
+             weight_bytes: int = 0, copies: int = 0, calls: int = 0, replays: int = 0, **extra) -> dict:
+    row = {"model": model, "layer": layer.name, "K": layer.K, "N": layer.N, "M": M, "impl": impl,
+           "status": status, "note": note, "path": path, "us": us, "tflops": None, "weight_gbps": None,
+           "vs_cublas": None, "pct_roofline": None, "weight_bytes": weight_bytes, "copies": copies,
+           "calls": calls, "replays": replays}
+    row.update(extra)
+    return row
+
+
+# ------------------------------------------------------------------ result document
+
+_TOP = {"schema": str, "version": int, "created": str, "swordfish": str, "commit": (str, type(None)),
+        "torch": str, "cuda": (str, type(None)), "device": dict, "config": dict, "ceilings": dict,
+        "timing": dict, "rows": list}
+_DEVICE = {"index": int, "name": str, "capability": str, "sm_count": int, "l2_bytes": int, "memory_bytes": int}
+_CONFIG = {"models": list, "bits": int, "group": int, "dtype": str, "m": list, "impls": list,
+           "zero_points": bool, "act_order": bool, "deterministic": bool}
+_CEILINGS = {"hbm_read_gbps": (int, float), "hbm_read_bytes": int, "mma_tflops": (int, float), "mma_shape": list}
+_NUM = (int, float, type(None))
+_ROW = {"model": str, "layer": str, "K": int, "N": int, "M": int, "impl": str, "status": str,
+        "note": (str, type(None)), "path": (str, type(None)), "us": _NUM, "tflops": _NUM, "weight_gbps": _NUM,
+        "vs_cublas": _NUM, "pct_roofline": _NUM, "weight_bytes": int, "copies": int, "calls": int, "replays": int}
+
+
+def _check_fields(obj, spec: dict, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where} must be an object, got {type(obj).__name__}")
+    for key, types in spec.items():
+        if key not in obj:
+            raise ValueError(f"{where} lacks {key!r}")
+        value = obj[key]
+        allowed = types if isinstance(types, tuple) else (types,)
+        # bool is an int to isinstance(); only fields declared bool take one
+        if isinstance(value, bool) != (bool in allowed) or not isinstance(value, allowed):
+            names = " or ".join(t.__name__ for t in allowed)
+            raise ValueError(f"{where}.{key} must be {names}, got {type(value).__name__} {value!r}")
+
+
+def validate_result(doc: dict) -> None:
+    """Raise ValueError naming the first thing in `doc` that breaks schema version 1."""
+    _check_fields(doc, _TOP, "result")
+    if doc["schema"] != SCHEMA:
+        raise ValueError(f"result.schema must be {SCHEMA!r}, got {doc['schema']!r}")
+    if doc["version"] != SCHEMA_VERSION:
+        raise ValueError(f"result.version must be {SCHEMA_VERSION}, got {doc['version']!r}")
+    _check_fields(doc["device"], _DEVICE, "result.device")
+    _check_fields(doc["config"], _CONFIG, "result.config")
+    _check_fields(doc["ceilings"], _CEILINGS, "result.ceilings")
+    for i, row in enumerate(doc["rows"]):
+        where = f"result.rows[{i}]"
+        _check_fields(row, _ROW, where)
+        if row["impl"] not in IMPLS:
+            raise ValueError(f"{where}.impl must be one of {IMPLS}, got {row['impl']!r}")
+        if row["status"] not in STATUSES:
+            raise ValueError(f"{where}.status must be one of {STATUSES}, got {row['status']!r}")
+        if row["status"] == "ok" and row["us"] is None:
+            raise ValueError(f"{where} has status ok but no time")
+        if row["impl"] == "roofline":
+            for key in ("hbm_floor_us", "compute_floor_us"):
+                if not isinstance(row.get(key), (int, float)):
+                    raise ValueError(f"{where} (roofline) lacks a number {key!r}")
+
+
+def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commit, torch_version: str,
+                cuda_version, created: str | None = None) -> dict:
+    from . import __version__
+
+    doc = {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "created": created or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "swordfish": __version__,
+        "commit": commit,
+        "torch": torch_version,
+        "cuda": cuda_version,
+        "device": device,
+        "config": config,
+        "ceilings": ceilings,
+        "timing": {
+            "method": "median CUDA-graph replay / calls per graph; calls rotate over weight copies "
+                      f"totalling >= {L2_MULTIPLE}x L2",
+            "min_replays": MIN_REPLAYS,
+            "l2_multiple": L2_MULTIPLE,
+        },
+        "rows": derive(rows),
+    }
+    validate_result(doc)
+    return doc
+
+
+def write_json(doc: dict, path) -> None:
+    validate_result(doc)
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+
+
+def load_json(path) -> dict:
+    doc = json.loads(Path(path).read_text())
+    validate_result(doc)
+    return doc
+
+
+def git_commit() -> str | None:
+    """The source tree's commit (suffixed -dirty with local changes), or None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=False)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=False)
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+# ------------------------------------------------------------------ printing
+
+
+def _fmt(value, spec: str, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
+
+
+def format_table(doc: dict) -> str:
+    """One block per layer, one line per M: the auto path's numbers, then every implementation's us."""
+    cfg = doc["config"]
+    rows = doc["rows"]
+    ceil = doc["ceilings"]
+    dev = doc["device"]
+    group = "channelwise" if cfg["group"] == -1 else f"g{cfg['group']}"
+    extras = (" zero-points" if cfg["zero_points"] else "") + (" act-order" if cfg["act_order"] else "")
+    lines = [
+        (f"swordfish bench  {dev['name']} (sm {dev['capability']}, {dev['sm_count']} SMs)  "
+         f"int{cfg['bits']} {group} {cfg['dtype']}{extras}  commit {doc['commit'] or 'unknown'}"),
+        (f"ceilings measured in this run: HBM read {ceil['hbm_read_gbps']:.0f} GB/s, "
+         f"dense {cfg['dtype']} matmul {ceil['mma_tflops']:.0f} TFLOP/s"),
+        ("us = microseconds per call (median of CUDA-graph replays over rotating weights); "
+         "xcuBLAS > 1 is faster than cuBLAS"),
+    ]
+    others = [i for i in cfg["impls"] if i != "auto"]
+    by_key = {(r["model"], r["layer"], r["M"], r["impl"]): r for r in rows}
+    layers = []
+    for r in rows:
+        key = (r["model"], r["layer"], r["K"], r["N"])
+        if key not in layers:
+            layers.append(key)
+    notes: dict = {}
+    for model, layer, K, N in layers:
+        lines.append("")
+        lines.append(f"{model} {layer}  (K={K}, N={N})")
+        head = f"{'M':>6}  {'path':<8}{'us':>9}{'TFLOP/s':>9}{'wGB/s':>8}{'xcuBLAS':>8}{'%roof':>6} |"
+        head += "".join(f"{name:>9}" for name in others)
+        lines.append(head)
+        ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
+        for M in ms:
+            auto = by_key.get((model, layer, M, "auto"))
+            if auto is not None and auto["status"] == "ok":
+                line = (f"{M:>6}  {auto['path'] or '?':<8}{_fmt(auto['us'], '.1f', 9)}{_fmt(auto['tflops'], '.1f', 9)}"
+                        f"{_fmt(auto['weight_gbps'], '.0f', 8)}{_fmt(auto['vs_cublas'], '.2f', 8)}"
+                        f"{_fmt(auto['pct_roofline'], '.0f', 6)} |")
+            else:
+                line = f"{M:>6}  {'-':<8}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{'-':>6} |"
+                if auto is not None:
+                    notes.setdefault(auto["note"] or auto["status"], len(notes) + 1)
+            for name in others:
+                r = by_key.get((model, layer, M, name))
+                if r is None:
+                    cell = "-"
+                elif r["status"] == "ok":
+                    cell = f"{r['us']:.1f}"
+                else:
+                    mark = notes.setdefault(r["note"] or r["status"], len(notes) + 1)
+                    cell = f"{'n/a' if r['status'] == 'unavailable' else 'ERR'}[{mark}]"
+                line += f"{cell:>9}"
+            lines.append(line)
+    if notes:
+        lines.append("")
+        for text, mark in notes.items():
+            lines.append(f"[{mark}] {text}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ plotting
+
+_STYLE = {
+    "auto": dict(color="#d62728", linewidth=2.4, marker="o", markersize=4, zorder=5),
+    "decode": dict(color="#1f77b4", linewidth=1.2, marker="s", markersize=3),
+    "dense": dict(color="#2ca02c", linewidth=1.2, marker="^", markersize=3),
+    "prefill": dict(color="#9467bd", linewidth=1.2, marker="v", markersize=3),
+    "cublas": dict(color="black", linewidth=1.6, linestyle="--", marker="x", markersize=4),
+    "roofline": dict(color="0.45", linewidth=1.4, linestyle=":"),
+}
+_LABEL = {"auto": "swordfish auto (dispatcher)", "decode": "decode (forced)", "dense": "dense (forced)",
+          "prefill": "prefill (forced)", "cublas": "cuBLAS (dense weight)", "roofline": "roofline floor"}
+
+
+def plot(doc: dict, path) -> str | None:
+    """Write the PNG (time per call vs M, one subplot per layer). Returns None, or why no PNG was written."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib, or swordfish-backend[bench]); no PNG written"
+    rows = doc["rows"]
+    cfg = doc["config"]
+    layers = []
+    for r in rows:
+        key = (r["model"], r["layer"], r["K"], r["N"])
+        if key not in layers:
+            layers.append(key)
+    if not layers:
+        return "no rows to plot"
+    ncols = 1 if len(layers) == 1 else 2
+    nrows = math.ceil(len(layers) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False)
+    handles = {}
+    for ax, (model, layer, K, N) in zip(axes.flat, layers):
+        for impl in cfg["impls"]:
+            pts = sorted((r["M"], r["us"]) for r in rows
+                         if (r["model"], r["layer"], r["impl"]) == (model, layer, impl) and r["status"] == "ok")
+            if not pts:
+                continue
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=_LABEL.get(impl, impl),
+                              **_STYLE.get(impl, {}))
+            handles.setdefault(impl, line)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
+        ticks = [m for m in (4 ** i for i in range(12)) if ms[0] <= m <= ms[-1]] or ms
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        # Forced paths far from their range (decode at M = 8192, say) would squash the rest: clip them.
+        anchor = [r["us"] for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"
+                  and r["impl"] in ("auto", "cublas", "roofline")]
+        every = [r["us"] for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"]
+        if anchor and every:
+            ax.set_ylim(min(every) * 0.7, max(anchor) * 4)
+        ax.set_title(f"{model} {layer}  (K={K}, N={N})", fontsize=10)
+        ax.set_xlabel("M (rows of x = tokens)")
+        ax.set_ylabel("time per call (us, log)")
+        ax.grid(True, which="major", alpha=0.35)
+        ax.grid(True, which="minor", alpha=0.12)
+    for ax in list(axes.flat)[len(layers):]:
+        ax.set_visible(False)
+    group = "channelwise" if cfg["group"] == -1 else f"g{cfg['group']}"
+    extras = (", zero points" if cfg["zero_points"] else "") + (", act-order" if cfg["act_order"] else "")
+    dev = doc["device"]
+    fig.suptitle(f"swordfish bench: int{cfg['bits']} {group} {cfg['dtype']}{extras} on {dev['name']} "
+                 f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n"
+                 "time per call, median of CUDA-graph replays over rotating weights; lower is better; "
+                 "forced paths clipped above 4x the slowest of auto/cuBLAS", fontsize=10)
+    order = [i for i in IMPLS if i in handles]
+    fig.legend([handles[i] for i in order], [_LABEL.get(i, i) for i in order], loc="lower center",
+               ncol=min(len(order), 6), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if nrows > 1 else 0.1, 1, 0.95))
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+# ------------------------------------------------------------------ progress
+
+
+class Progress:
+    """A one-line progress indicator on stderr (a line every few seconds when stderr is not a terminal)."""
+
+    def __init__(self, total: int, enabled: bool = True, stream=None):
+        self.total, self.done, self.enabled = max(total, 1), 0, enabled
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = self.last = time.monotonic()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not self.tty and now - self.last < 5.0 and self.done < self.total:
+            return
+        self.last = now
+        width = 24
+        filled = int(width * self.done / self.total)
+        text = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                f"{now - self.start:5.1f}s  {label}")
+        if self.tty:
+            self.stream.write("\r" + text[:110].ljust(110))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------ timing (CUDA)
+
+
+def device_info(index: int) -> dict:
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    return {"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
+            "sm_count": props.multi_processor_count, "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+            "memory_bytes": int(props.total_memory)}
+
+
+def time_calls(calls: list, device) -> tuple[float, int, int]:
+    """Microseconds per call: median CUDA-graph replay of back-to-back calls cycling through `calls`.
+
+    Warms up eagerly on a side stream (any error surfaces here, before
+    capture), sizes the graph from one eager pass, captures, replays.
+    Returns (us per call, calls per graph, replays).
+    """
+    import torch
+
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        for call in calls:
+            call()
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record(stream)
+        for call in calls:
+            call()
+        t1.record(stream)
+    t1.synchronize()
+    eager_us = max(t0.elapsed_time(t1) * 1e3 / len(calls), 1.0)  # an over-estimate at small M (launch bound)
+    reps_of_list = max(1, min(MAX_CALLS // len(calls), math.ceil(TARGET_GRAPH_US / (eager_us * len(calls)))))
+    n_calls = len(calls) * reps_of_list
+    graph = torch.cuda.CUDAGraph()
+    # capture_begin/end directly: torch.cuda.graph() would also gc.collect() and empty the cache every time
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        try:
+            for i in range(n_calls):
+                calls[i % len(calls)]()
+        finally:
+            graph.capture_end()
+    graph.replay()
+    torch.cuda.synchronize(device)
+    w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    w0.record()
+    graph.replay()
+    w1.record()
+    w1.synchronize()
+    replay_us = max(w0.elapsed_time(w1) * 1e3, 1.0)
+    replays = int(min(MAX_REPLAYS, max(MIN_REPLAYS, BUDGET_US // replay_us)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    for start, end in events:  # enqueued back to back: no host gap between replays
+        start.record()
+        graph.replay()
+        end.record()
+    events[-1][1].synchronize()
+    times = [start.elapsed_time(end) * 1e3 for start, end in events]
+    del graph
+    return statistics.median(times) / n_calls, n_calls, replays
+
+
+def measure_ceilings(device, dtype) -> dict:
+    """HBM read bandwidth (a large bf16 sum) and the dense matmul rate in `dtype`, measured now."""
+    import torch
+    import torch.nn.functional as F
+
+    free, _ = torch.cuda.mem_get_info(device)
+    nbytes = int(min(HBM_PROBE_BYTES, free // 8)) // 4096 * 4096
+    buf = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=device).uniform_(-1, 1)
+    us, _, _ = time_calls([buf.sum], device)
+    hbm_gbps = nbytes / us / 1e3
+    del buf
+    n = MMA_PROBE
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    bs = [torch.randn(n, n, device=device, dtype=dtype) for _ in range(2)]
+    us, _, _ = time_calls([functools.partial(F.linear, a, b) for b in bs], device)
+    del a, bs
+    torch.cuda.empty_cache()
+    return {"hbm_read_gbps": hbm_gbps, "hbm_read_bytes": nbytes, "mma_tflops": 2.0 * n ** 3 / us / 1e6,
+            "mma_shape": [n, n, n]}
+
+
+def _copies(bytes_per_copy: int, l2_bytes: int, free_bytes: int) -> int:
+    want = math.ceil(L2_MULTIPLE * max(l2_bytes, 1) / max(bytes_per_copy, 1))
+    fit = max(1, (free_bytes // 4) // max(bytes_per_copy, 1))
+    return int(max(2, min(want, MAX_CALLS, fit)))
+
+
+def random_weight(K: int, N: int, cfg: Config, device, gen):
+    """A QuantizedWeight of random codes and scales on `device` (built through the checkpoint converters)."""
+    import torch
+
+    from .weight import QuantizedWeight
+
+    torch_dtype = getattr(torch, DTYPES[cfg.dtype])
+    groups = 1 if cfg.group == -1 else K // cfg.group
+
+    def words(rows, cols):
+        return torch.randint(-2**31, 2**31, (rows, cols), generator=gen, dtype=torch.int64,
+                             device=device).to(torch.int32)
+
+    scales = (torch.rand(groups, N, generator=gen, device=device) * 0.01 + 0.001).to(torch_dtype)
+    if cfg.zero_points:
+        return QuantizedWeight.from_awq(words(K, N // 8), words(groups, N // 8), scales, group_size=cfg.group,
+                                        dtype=torch_dtype)
+    g_idx = None
+    if cfg.act_order:
+        g_idx = (torch.arange(K, device=device) // cfg.group)[torch.randperm(K, generator=gen, device=device)]
+        g_idx = g_idx.to(torch.int32)
+    return QuantizedWeight.from_gptq(words(K * cfg.bits // 32, N), scales, g_idx, bits=cfg.bits,
+                                     group_size=cfg.group, dtype=torch_dtype)
+
+
+def _setup(index: int):
+    """(torch.device, device_info) of the CUDA device to time on, made current."""
+    import torch
+
+    device = torch.device("cuda", index)
+    torch.cuda.set_device(device)
+    return device, device_info(index)
+
+
+def _free_bytes(device) -> int:
+    import torch
+
+    return int(torch.cuda.mem_get_info(device)[0])
+
+
+def total_steps(cfg: Config) -> int:
+    timed = [i for i in cfg.impls if i != "roofline"]
+    return len(cfg.layers) * len(cfg.m) * len(timed)
+
+
+def run(cfg: Config, progress: Progress | None = None) -> dict:
+    """Time every (layer, M, implementation) of `cfg` on the GPU; returns the result document."""
+    import torch
+    import torch.nn.functional as F
+
+    device, info = _setup(cfg.device_index)
+    torch_dtype = getattr(torch, DTYPES[cfg.dtype])
+    gen = torch.Generator(device=device)
+    gen.manual_seed(cfg.seed)
+    ceilings = measure_ceilings(device, torch_dtype)
+    det = 1 if cfg.deterministic else 0
+    rows = []
+    for model, layer in cfg.layers:
+        K, N = layer.K, layer.N
+        w = random_weight(K, N, cfg, device, gen)
+        packed, scales, zeros, perm, bits, group, channelwise = w.kernel_args()
+        wbytes = quantized_bytes(K, N, cfg.bits, cfg.group, zeros is not None, perm is not None)
+        free = _free_bytes(device)
+        nq = _copies(wbytes, info["l2_bytes"], free)
+        qcopies = [(packed, scales, zeros)] + [
+            (packed.clone(), scales.clone(), None if zeros is None else zeros.clone()) for _ in range(nq - 1)]
+        dense_bytes = K * N * 2
+        dcopies = []
+        if "cublas" in cfg.impls:
+            nd = _copies(dense_bytes, info["l2_bytes"], free)
+            dcopies = [torch.randn(N, K, generator=gen, device=device, dtype=torch.float32).mul_(0.02)
+                       .to(torch_dtype) for _ in range(nd)]
+        for M in cfg.m:
+            x = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32).to(torch_dtype)
+            for impl in cfg.impls:
+                if impl == "roofline":
+                    roof, hbm, compute = roofline_us(M, K, N, wbytes, ceilings)
+                    rows.append(make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
+                                         hbm_floor_us=hbm, compute_floor_us=compute))
+                    continue
+                if impl == "cublas":
+                    calls = [functools.partial(F.linear, x, d) for d in dcopies]
+                    row_bytes, path_id = dense_bytes, None
+                else:
+                    path_id = ops.PATHS[impl]
+                    calls = [functools.partial(ops.gemm, x, p, s, z, perm, None, bits, group, channelwise, path_id,
+                                               det) for p, s, z in qcopies]
+                    row_bytes = wbytes
+                try:
+                    us, n_calls, replays = time_calls(calls, device)
+                except Exception as e:  # noqa: BLE001 - recorded in the row, the run goes on
+                    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    if UNAVAILABLE_MARK in text:
+                        rows.append(make_row(model, layer, M, impl, status="unavailable",
+                                             note=f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}",
+                                             weight_bytes=row_bytes, copies=len(calls)))
+                    else:
+                        rows.append(make_row(model, layer, M, impl, status="error", note=f"{impl}: {text}",
+                                             weight_bytes=row_bytes, copies=len(calls)))
+                else:
+                    if impl == "cublas":
+                        path = None
+                    elif impl == "auto":
+                        path = ops.PATH_NAMES.get(ops.last_path(cfg.device_index), "?")
+                    else:
+                        path = impl
+                    rows.append(make_row(model, layer, M, impl, us=us, path=path, weight_bytes=row_bytes,
+                                         copies=len(calls), calls=n_calls, replays=replays))
+                if progress is not None:
+                    progress.step(f"{model} {layer.name} M={M} {impl}")
+            del x
+        del w, qcopies, dcopies, packed, scales, zeros, perm
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    config = {"models": list(cfg.models), "bits": cfg.bits, "group": cfg.group, "dtype": cfg.dtype,
+              "m": list(cfg.m), "impls": list(cfg.impls), "zero_points": cfg.zero_points,
+              "act_order": cfg.act_order, "deterministic": cfg.deterministic}
+    return make_result(rows, device=info, config=config, ceilings=ceilings, commit=cfg.commit,
+                       torch_version=torch.__version__, cuda_version=torch.version.cuda)
