@@ -255,3 +255,29 @@ def test_last_path_reports_what_ran(capfd, monkeypatch):
     torch.cuda.synchronize()
     err = capfd.readouterr().err
     assert err.count(f"swordfish: M={M} K={K} N={N} bits=4 group=128 -> dense") == 1, err
+
+
+# ------------------------------------------------------- the sweep's crossover arithmetic (CPU)
+
+
+def _bench_dispatch():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_dispatch", ROOT / "benchmarks" / "bench_dispatch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sweep_crossover_is_where_dense_stays_faster():
+    b = _bench_dispatch()
+    decode = {64: 10.0, 128: 20.0, 256: 40.0, 384: 60.0, 512: 80.0, 1024: 160.0}
+    dense = {64: 50.0, 128: 18.0, 256: 45.0, 384: 50.0, 512: 60.0, 1024: 100.0}  # a lone win at 128 does not count
+    c = b.crossover(decode, dense)
+    assert (c["m"], c["below"]) == (384, 256)
+    assert 256 < c["interpolated"] <= 384
+    assert b.crossover(decode, {m: 2 * t for m, t in decode.items()})["m"] is None
+    suggested = b.suggest([dict(c, shape="a", bits=4, k_heavy=False),
+                           dict(m=512, below=384, interpolated=450, note=None, shape="b", bits=4, k_heavy=False)],
+                          4, False)
+    assert suggested["int4"]["value"] == 384 and suggested["int4_k_heavy"]["value"] is None
