@@ -4,6 +4,9 @@ written from, and the dense tier's dequant kernel alone against the HBM copy ban
 
     python benchmarks/bench_dispatch.py --out benchmarks/results/h200            # everything, ~3-4 min
     python benchmarks/bench_dispatch.py --shapes 70b_o,70b_down --m 128,256,512,1024 --formats int4
+    ncu --clock-control none -k regex:dequant_kernel -c 1 \
+        --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --formats int4 --out /tmp/ncu
 
 Timing is the house method (swordfish_backend.bench.time_calls): CUDA-graph replays of
 back-to-back calls over rotating weight copies totalling > 2x L2, median replay / calls. Ratios
@@ -50,6 +53,8 @@ def parse_args(argv=None):
     ap.add_argument("--act-order", action="store_true", help="act-order weights (the table's act_order key)")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     ap.add_argument("--no-dequant", action="store_true", help="skip timing the dequant kernel alone")
+    ap.add_argument("--dequant-only", action="store_true",
+                    help="time only the dequant kernel (e.g. under ncu for the shared-memory bank-conflict counters)")
     ap.add_argument("--budget-ms", type=float, default=30.0,
                     help="GPU time of replays per measurement (bench.BUDGET_US; default 30 ms)")
     ap.add_argument("--out", default="benchmarks/results/h200", help="output folder")
@@ -229,7 +234,7 @@ def main(argv=None) -> int:
     layers = [(SHAPES[n][0], Layer(SHAPES[n][1], SHAPES[n][2], SHAPES[n][3])) for n in args.shape_names]
     name_of = {(SHAPES[n][0], SHAPES[n][1]): n for n in args.shape_names}
     docs, crossovers, auto_misses, vs_cublas = {}, [], [], []
-    for bits in args.bits:
+    for bits in ([] if args.dequant_only else args.bits):
         cfg = bench.Config(layers=layers, m=args.m_values, bits=bits, group=128, dtype=args.dtype, impls=IMPLS,
                            act_order=args.act_order, device_index=args.device,
                            models=sorted({m for m, _ in layers}))
@@ -302,8 +307,8 @@ def main(argv=None) -> int:
             log(f"  int{d['bits']} {d['shape']:<12} {d['us']:9.1f} us {d['gbps']:7.0f} GB/s "
                 f"{d['pct_copy_measured']:5.1f}% of measured copy, {d['pct_copy_nominal']:5.1f}% of 4.25 TB/s")
 
-    summary = {"schema": "swordfish-dispatch-sweep", "version": 1, "device": docs[args.bits[0]]["device"],
-               "commit": docs[args.bits[0]]["commit"], "created": docs[args.bits[0]]["created"],
+    summary = {"schema": "swordfish-dispatch-sweep", "version": 1, "device": bench.device_info(args.device),
+               "commit": bench.git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "command": "python benchmarks/bench_dispatch.py " + " ".join(sys.argv[1:] if argv is None else argv),
                "config": {"shapes": args.shape_names, "bits": args.bits, "m": args.m_values, "dtype": args.dtype,
                           "group": 128, "act_order": args.act_order, "budget_ms": args.budget_ms},

@@ -132,8 +132,13 @@ void log_choice(const GemmProblem& p, Path path) {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) return;
   }
-  std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s\n", p.M, p.K, p.N, p.bits, p.group,
-               p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path));
+  std::string detail;
+#if SWORDFISH_HAVE_DECODE
+  if (path == Path::kDecode) detail = " (" + decode::describe(p) + ")";
+#endif
+  std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, p.N, p.bits, p.group,
+               p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path),
+               detail.c_str());
 }
 
 // Makes p.device current for the scope (kernels launch on the current device).
