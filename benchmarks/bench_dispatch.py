@@ -274,32 +274,34 @@ def main(argv=None) -> int:
     dequant = [] if args.no_dequant else time_dequant(args, bench, ops, device, copy_gbps, log)
 
     # ---------------------------------------------------------------- summary
-    log("")
-    log("decode -> dense crossover per shape (smallest swept M from which dense stays faster):")
-    log(f"{'shape':<12}{'K':>7}{'N':>7}  fmt   {'crossover':>9}  {'(after M)':>9}  {'interp':>7}  note")
-    for c in crossovers:
-        log(f"{c['shape']:<12}{c['K']:>7}{c['N']:>7}  int{c['bits']}  {str(c['m']):>9}  {str(c['below']):>9}  "
-            f"{str(c['interpolated']):>7}  {c['note'] or ('K-heavy' if c['k_heavy'] else '')}")
-    suggestions = {f"int{b}": suggest(crossovers, b, args.act_order) for b in args.bits}
-    log("")
-    log("suggested dense_vs_decode values for heuristics_sm90.hpp (smallest crossover over the shapes; "
-        "write each with this command and the per-shape list):")
-    for fmt_name, keys in suggestions.items():
-        for key, v in keys.items():
-            log(f"  {key:<14} = {v['value']}   ({v['from']})")
-    log("")
-    if auto_misses:
-        log(f"auto more than {100 * (AUTO_SLACK - 1):.0f}% slower than the best path at {len(auto_misses)} points:")
-        for a in auto_misses:
-            log(f"  int{a['bits']} {a['shape']:<12} M={a['M']:<5} auto {a['auto_us']:.1f} us vs {a['best_path']} "
-                f"{a['best_us']:.1f} us (x{a['ratio']:.2f})")
-    else:
-        log(f"auto within {100 * (AUTO_SLACK - 1):.0f}% of the best path at every swept point")
-    if vs_cublas:
+    suggestions = {}
+    if not args.dequant_only:
         log("")
-        log("auto vs cuBLAS bf16 at large M (cuBLAS time / auto time; targets: >= 0.90 at 2048, >= 0.95 from 4096):")
-        for v in vs_cublas:
-            log(f"  int{v['bits']} {v['shape']:<12} M={v['M']:<5} {v['auto_vs_cublas']:.3f}")
+        log("decode -> dense crossover per shape (smallest swept M from which dense stays faster):")
+        log(f"{'shape':<12}{'K':>7}{'N':>7}  fmt   {'crossover':>9}  {'(after M)':>9}  {'interp':>7}  note")
+        for c in crossovers:
+            log(f"{c['shape']:<12}{c['K']:>7}{c['N']:>7}  int{c['bits']}  {str(c['m']):>9}  {str(c['below']):>9}  "
+                f"{str(c['interpolated']):>7}  {c['note'] or ('K-heavy' if c['k_heavy'] else '')}")
+        suggestions = {f"int{b}": suggest(crossovers, b, args.act_order) for b in args.bits}
+        log("")
+        log("suggested dense_vs_decode values for heuristics_sm90.hpp (smallest crossover over the shapes; "
+            "write each with this command and the per-shape list):")
+        for fmt_name, keys in suggestions.items():
+            for key, v in keys.items():
+                log(f"  {key:<14} = {v['value']}   ({v['from']})")
+        log("")
+        if auto_misses:
+            log(f"auto more than {100 * (AUTO_SLACK - 1):.0f}% slower than the best path at {len(auto_misses)} points:")
+            for a in auto_misses:
+                log(f"  int{a['bits']} {a['shape']:<12} M={a['M']:<5} auto {a['auto_us']:.1f} us vs {a['best_path']} "
+                    f"{a['best_us']:.1f} us (x{a['ratio']:.2f})")
+        else:
+            log(f"auto within {100 * (AUTO_SLACK - 1):.0f}% of the best path at every swept point")
+        if vs_cublas:
+            log("")
+            log("auto vs cuBLAS bf16 at large M (cuBLAS time / auto time; targets: >= 0.90 at 2048, >= 0.95 from 4096):")
+            for v in vs_cublas:
+                log(f"  int{v['bits']} {v['shape']:<12} M={v['M']:<5} {v['auto_vs_cublas']:.3f}")
     if dequant:
         log("")
         log(f"dequant kernel alone (bytes read + written; target >= 85% of copy on the 70B shapes):")
