@@ -1,0 +1,382 @@
+// The decode mainloop: y (+)= x @ W^T for small M, streaming packed format v1
+// weights at HBM speed through mma.sync.m16n8k16. Host twin: decode_launch.cu.
+//
+// One kernel template serves every decode regime; MT (m16 tiles per m-group,
+// 1..4) picks the regime: MT = 1 for M <= 16, 2 / 3 for M <= 32 / 48 (one
+// dequantized weight stream shared by the tiles), 4 for M <= 64, and several
+// m-groups beyond. Work is a flat list of units (decode_config.h): a
+// persistent grid splits it evenly, so split-K depth follows from the grid
+// (occupancy x SM count) and the shape, with no tail wave.
+//
+// A CTA is 4 warps; warp w streams column 4 q + w of quad q. Each warp runs
+// its own S-stage ring of self-slot cp.async staging: every lane copies
+// exactly the 16-byte weight, activation and 4-byte scale slots it will read
+// back itself (the activation slot is the row whose address this lane hands
+// to ldmatrix), so the loop needs no warp or CTA barrier; a stage is one
+// commit group, and cp.async.wait_group (per thread) is the only wait.
+//
+// Per unit and warp (int4: k64, int8: k32):
+//   weights  4 x LDGSTS.128 (evict_first) -> 4 x LDS.128 -> LOP3 dequant
+//   x        MT x slices x LDGSTS.128 (only rows < M) -> ldmatrix.x4
+//   scales   1-2 x LDGSTS.32 (+ zeros) -> LDS.32 -> 8 x SHFL + PRMT
+//   math     8 x MT HMMA.16816 per k16 slice
+// Epilogue at each segment boundary: packed-pair red.global.add (atomic
+// mode), or plain stores of rounded results / fp32 partials (deterministic).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/dequant.cuh"
+#include "kernels/common/format.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/decode/decode_config.h"
+#include "kernels/decode/decode_kernels.h"
+
+namespace swordfish {
+namespace decode {
+
+namespace detail {
+
+SF_DEVICE float bf16_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+
+template <bool BF16>
+SF_DEVICE float to_f32(uint16_t h) {
+  if constexpr (BF16) {
+    return bf16_to_f32(h);
+  } else {
+    return ptx::cvt_f32_f16(h);
+  }
+}
+
+template <bool BF16>
+SF_DEVICE uint32_t pack(float lo, float hi) {
+  if constexpr (BF16) {
+    return ptx::cvt_pack_bf16x2(lo, hi);
+  } else {
+    return ptx::cvt_pack_f16x2(lo, hi);
+  }
+}
+
+template <bool BF16>
+SF_DEVICE void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (BF16) {
+    ptx::mma_bf16(d, a, b0, b1);
+  } else {
+    ptx::mma_f16(d, a, b0, b1);
+  }
+}
+
+template <bool BF16>
+SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
+  if constexpr (BF16) {
+    ptx::red_add_bf16x2(addr, v);
+  } else {
+    ptx::red_add_f16x2(addr, v);
+  }
+}
+
+// The scale row of this lane's column pair (2 lane, 2 lane + 1), broadcast to
+// the eight n8 tiles the lane's fragments cover: tile c needs column
+// 8 c + g (g = lane / 4), held by lane (8 c + g) / 2 = 4 c + lane / 8 in half
+// g % 2; the pair is that half twice.
+SF_DEVICE void expand_row(uint32_t v, int lane, uint32_t (&pairs)[8]) {
+  const int src = lane >> 3;
+  const bool odd = (lane >> 2) & 1;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) pairs[c] = dequant::dup_half(ptx::shfl_idx(v, 4 * c + src), odd);
+}
+
+template <bool BF16, bool ZEROS>
+SF_DEVICE uint32_t apply(uint32_t w, uint32_t s, uint32_t z) {
+  if constexpr (ZEROS) {
+    return dequant::scale_zero<BF16>(w, s, z);
+  } else {
+    return dequant::scale<BF16>(w, s);
+  }
+}
+
+SF_DEVICE uint32_t word(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+
+}  // namespace detail
+
+// grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
+// balanced range of units; deterministic modes: segments * parts CTAs.
+// block: kThreads. dynamic smem: smem_bytes(BITS, MT, ZEROS).
+template <int BITS, bool BF16, int MT, bool ZEROS>
+__global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ Params p) {
+  constexpr int S = stages(BITS, MT);
+  constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);
+  constexpr int NS = slices_per_unit(BITS);
+  constexpr int BK = format::block_k(BITS);
+  static_assert(MT >= 1 && MT <= kMaxTiles, "1..4 m16 tiles per m-group");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+
+  // ---- this CTA's units [u0, u1), cut to the quads where this warp's column exists
+  long long u0, u1;
+  if (p.mode == kModeAtomic) {
+    u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
+    u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
+  } else {
+    const int seg = blockIdx.x / p.parts;
+    const int part = blockIdx.x - seg * p.parts;
+    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
+    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
+  }
+  const int warp_quads = (p.ncols - warp + 3) >> 2;  // quads q with 4 q + warp < ncols
+  const long long warp_end = static_cast<long long>(warp_quads) * p.mgroups * p.kblocks;
+  if (u1 > warp_end) u1 = warp_end;
+  if (u0 >= u1) return;  // no barriers anywhere: an idle warp may leave
+  const int n = static_cast<int>(u1 - u0);
+
+  const long long seg0 = u0 / p.kblocks;
+  const int kb0 = static_cast<int>(u0 - seg0 * p.kblocks);
+  const int mg0 = static_cast<int>(seg0 % p.mgroups);
+  const int q0 = static_cast<int>(seg0 / p.mgroups);
+
+  // ---- per-warp stage ring (S, L.bytes): 32-bit shared addresses, compare-and-wrap
+  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
+  const uint32_t ring_end = ring + S * L.bytes;
+
+  // Activation slots of rows no lane copies hold zeros, not stale bits: those
+  // rows only feed accumulator rows that are never stored.
+#pragma unroll
+  for (int st = 0; st < S; ++st)
+#pragma unroll
+    for (int i = 0; i < MT * NS; ++i)
+      ptx::sts_128(ring + st * L.bytes + L.act_offset + i * 512 + lane * 16, make_uint4(0, 0, 0, 0));
+
+  // ---- producer: the unit it issues next, as cursors
+  const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8;  // ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8
+  const int a_col = (lane >> 4) * 8;                      // matrices 2, 3 hold k 8..15
+  const int x_tile_stride = 16 * p.K;                     // elements between m16 tiles
+  int p_kb = kb0, p_mg = mg0, p_q = q0;
+  const uint8_t* p_w = nullptr;   // this lane's 16 B of sub-tile 0 of the unit
+  const uint16_t* p_x = nullptr;  // this lane's 8 activations of tile 0, slice 0
+  int p_scol = 0;                 // scale column of this lane's pair: 64 col + 2 lane
+  uint32_t p_rows = 0;            // bit mt: this lane's row of tile mt is < M
+  auto seek = [&]() {
+    const int col = 4 * p_q + warp;
+    p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
+    const int row0 = p_mg * MT * 16 + a_row;
+    p_x = p.x + static_cast<long long>(row0) * p.K + p_kb * BK + a_col;
+    p_rows = 0;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) p_rows |= (row0 + 16 * mt < p.M ? 1u : 0u) << mt;
+    p_scol = col * format::kBlockN + 2 * lane;
+  };
+  seek();
+
+  auto issue = [&](uint32_t st) {
+#pragma unroll
+    for (int s = 0; s < format::kSubtiles; ++s)
+      ptx::cp_async_16_cg(st + s * format::kSubtileBytes + lane * 16, p_w + s * format::kSubtileBytes, pol);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if (p_rows & (1u << mt)) {
+#pragma unroll
+        for (int sl = 0; sl < NS; ++sl)
+          ptx::cp_async_16_ca(st + L.act_offset + (mt * NS + sl) * 512 + lane * 16,
+                              p_x + mt * x_tile_stride + sl * format::kFragmentK);
+      }
+    }
+    const int k0 = p_kb * BK;
+#pragma unroll
+    for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
+      // int4: row of k0 (slices 0, 1) and of k0 + 32 (slices 2, 3); equal unless group == 32
+      const int off = ((k0 + r * 32) >> p.gshift) * p.N + p_scol;
+      ptx::cp_async_4_ca(st + L.scale_offset + r * 128 + lane * 4, p.scales + off);
+      if constexpr (ZEROS) ptx::cp_async_4_ca(st + L.zero_offset + r * 128 + lane * 4, p.zeros + off);
+    }
+    if (++p_kb == p.kblocks) {
+      p_kb = 0;
+      if (++p_mg == p.mgroups) {
+        p_mg = 0;
+        ++p_q;
+      }
+      seek();  // segment boundary: once per segment, off the steady path
+    } else {
+      p_w += kUnitBytes;
+      p_x += BK;
+    }
+  };
+
+  // ---- consumer
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
+
+  const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
+
+  auto consume = [&](uint32_t st) {
+    uint4 wv[format::kSubtiles];
+#pragma unroll
+    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+    uint32_t sp[8], zp[8] = {};  // zp stays 0 (and unused) without zero points
+    detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
+    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+#pragma unroll
+    for (int sl = 0; sl < NS; ++sl) {
+      if constexpr (BITS == 4) {
+        if (sl == 2 && two_rows) {
+          detail::expand_row(ptx::lds_32(st + L.scale_offset + 128 + lane * 4), lane, sp);
+          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + 128 + lane * 4), lane, zp);
+        }
+      }
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) ptx::ldmatrix_x4(a[mt], st + L.act_offset + (mt * NS + sl) * 512 + lane * 16);
+      if constexpr (BITS == 4) {
+        // sub-tile sl = k16 slice sl; word j = n8 tiles 2j, 2j+1
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t w[4];
+          dequant::int4_pairs<BF16>(detail::word(wv[sl], j), w);
+          const uint32_t b0 = detail::apply<BF16, ZEROS>(w[0], sp[2 * j], zp[2 * j]);
+          const uint32_t b1 = detail::apply<BF16, ZEROS>(w[1], sp[2 * j], zp[2 * j]);
+          const uint32_t b2 = detail::apply<BF16, ZEROS>(w[2], sp[2 * j + 1], zp[2 * j + 1]);
+          const uint32_t b3 = detail::apply<BF16, ZEROS>(w[3], sp[2 * j + 1], zp[2 * j + 1]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            detail::mma<BF16>(acc[mt][2 * j], a[mt], b0, b1);
+            detail::mma<BF16>(acc[mt][2 * j + 1], a[mt], b2, b3);
+          }
+        }
+      } else {
+        // sub-tile 2 sl + h = k16 slice sl, n32 half h; word j = n8 tile 4h + j
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int c = 4 * h + j;
+            uint32_t w[2];
+            dequant::int8_pairs<BF16>(detail::word(wv[2 * sl + h], j), w);
+            const uint32_t b0 = detail::apply<BF16, ZEROS>(w[0], sp[c], zp[c]);
+            const uint32_t b1 = detail::apply<BF16, ZEROS>(w[1], sp[c], zp[c]);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) detail::mma<BF16>(acc[mt][c], a[mt], b0, b1);
+          }
+        }
+      }
+    }
+  };
+
+  // Accumulator fragment of n8 tile c, m16 tile mt: (row g, cols 2t, 2t+1) in
+  // [0], [1] and (row g + 8, same cols) in [2], [3].
+  auto flush = [&](int q, int mg) {
+    const int g = lane >> 2, t = lane & 3;
+    const int col = (4 * q + warp) * format::kBlockN + 2 * t;
+    const int row = mg * MT * 16 + g;
+    if (p.mode == kModeAtomic) ptx::grid_dependency_wait();  // y was zeroed by the previous grid
+    float b[8][2];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) b[c][0] = b[c][1] = 0.f;
+    if (p.mode == kModeDirect && p.bias != nullptr) {
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        b[c][0] = detail::to_f32<BF16>(p.bias[col + 8 * c]);
+        b[c][1] = detail::to_f32<BF16>(p.bias[col + 8 * c + 1]);
+      }
+    }
+    const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row + 16 * mt + 8 * h;
+        if (r >= p.M) continue;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const float v0 = acc[mt][c][2 * h], v1 = acc[mt][c][2 * h + 1];
+          const long long off = static_cast<long long>(r) * p.N + col + 8 * c;
+          if (p.mode == kModeAtomic) {
+            detail::red_pair<BF16>(p.y + off, detail::pack<BF16>(v0, v1));
+          } else if (p.mode == kModeDirect) {
+            *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b[c][0], v1 + b[c][1]);
+          } else {
+            *reinterpret_cast<float2*>(p.partials + static_cast<long long>(part) * p.M * p.N + off) =
+                make_float2(v0, v1);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
+  };
+
+  // ---- pipeline: S - 1 units in flight ahead of the one being consumed.
+  // Iteration it issues unit it + S - 1 into the slot consumed at it - 1 (this
+  // lane's own reads of it are complete: their values fed the MMAs), commits
+  // (empty groups past the end keep the count uniform) and waits for unit it.
+  uint32_t prod = ring, cons = ring;
+  int issued = 0;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += L.bytes;
+  }
+  int seg_left = min(p.kblocks - kb0, n);  // units left in the current segment
+  int c_q = q0, c_mg = mg0;
+  for (int it = 0; it < n; ++it) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += L.bytes;
+    if (prod == ring_end) prod = ring;
+    ptx::cp_async_wait<S - 1>();
+    consume(cons);
+    cons += L.bytes;
+    if (cons == ring_end) cons = ring;
+    if (--seg_left == 0) {
+      flush(c_q, c_mg);
+      if (++c_mg == p.mgroups) {
+        c_mg = 0;
+        ++c_q;
+      }
+      seg_left = min(p.kblocks, n - it - 1);
+    }
+  }
+}
+
+template <int BITS, bool BF16, int MT, bool ZEROS>
+KernelHandle make_handle() {
+  return KernelHandle{reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, MT, ZEROS>), smem_bytes(BITS, MT, ZEROS),
+                      stages(BITS, MT)};
+}
+
+// Instances for one bit width (decode_gemm_int4.cu / decode_gemm_int8.cu).
+template <int BITS>
+KernelHandle handle_for(bool bf16, int mt, bool zeros) {
+#define SF_DECODE_CASE(MT_)                                                                           \
+  case MT_:                                                                                           \
+    if (bf16) return zeros ? make_handle<BITS, true, MT_, true>() : make_handle<BITS, true, MT_, false>(); \
+    return zeros ? make_handle<BITS, false, MT_, true>() : make_handle<BITS, false, MT_, false>();
+  switch (mt) {
+    SF_DECODE_CASE(1)
+    SF_DECODE_CASE(2)
+    SF_DECODE_CASE(3)
+    SF_DECODE_CASE(4)
+    default: return KernelHandle{};
+  }
+#undef SF_DECODE_CASE
+}
+
+}  // namespace decode
+}  // namespace swordfish

@@ -1,0 +1,331 @@
+// Host twin of decode_gemm.cuh and decode_prep.cuh: checks a GemmProblem,
+// plans the launch (regime, grid, epilogue mode, workspace) and enqueues it.
+//
+// Plan (all integer, a pure function of the problem and the device):
+//   m-groups  M <= 64: one group of MT = ceil(M / 16) tiles; beyond, G =
+//             ceil(M / 64) groups of MT = ceil(M / (16 G)) tiles (4 through
+//             M = 64, then 3 or 4).
+//   grid      atomic mode: persistent, min(occupancy x SMs, units / 4) CTAs,
+//             each a balanced range of the flat unit list, so the split-K
+//             depth per column follows from occupancy and the SM count.
+//             deterministic: P CTAs per segment (P from the same slots),
+//             fp32 partials + reduce_kernel when P > 1, direct stores when 1.
+//   launches  [prep_kernel: permuted x and/or y := bias or 0] -> gemm_kernel
+//             [-> reduce_kernel]. Without act-order the GEMM is launched with
+//             programmatic stream serialization (sm_90+): its mainloop
+//             overlaps the zeroing and waits for it only before the epilogue.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/common/format.h"
+#include "kernels/common/problem.h"
+#include "kernels/decode/decode.h"
+#include "kernels/decode/decode_config.h"
+#include "kernels/decode/decode_kernels.h"
+#include "kernels/decode/decode_prep.cuh"
+
+namespace swordfish {
+namespace decode {
+namespace {
+
+constexpr long long kIntMax = 0x7fffffffLL;
+
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+struct Plan {
+  int mt = 1, mgroups = 1;
+  int ncols = 0, quads = 0, kblocks = 0;
+  long long units = 0, segments = 0;
+  int mode = kModeAtomic;
+  int parts = 1;
+  long long grid = 0;
+  int occupancy = 0;
+  bool gather = false, init_y = false, pdl = false, evict_first = true;
+  size_t ws_x = 0, ws_partials = 0;  // bytes; ws_x is a multiple of 256
+  KernelHandle kernel;
+};
+
+// Makes `device` current for the scope (function attributes and occupancy
+// are per device); restores the caller's device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device && cudaSetDevice(device) == cudaSuccess) {
+      restore_ = true;
+    }
+  }
+  ~DeviceScope() {
+    if (restore_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+  bool restore_ = false;
+};
+
+// CTAs per SM of a kernel instance on `device`, after raising its dynamic
+// shared-memory limit there. Cached per (device, instance).
+int occupancy(const KernelHandle& k, int device, std::string* err) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(device, k.fn);
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  DeviceScope scope(device);
+  cudaError_t e = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes);
+  int blocks = 0;
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, kThreads, k.smem_bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *err = std::string("decode: cannot configure the kernel on device ") + std::to_string(device) + ": " +
+           cudaGetErrorString(e);
+    return 0;
+  }
+  if (blocks < 1) {
+    *err = "decode: the kernel does not fit on device " + std::to_string(device) + " (" +
+           std::to_string(k.smem_bytes) + " B of shared memory per CTA)";
+    return 0;
+  }
+  cache.emplace(key, blocks);
+  return blocks;
+}
+
+int log2_group(int group) { return group == 32 ? 5 : group == 64 ? 6 : 7; }
+
+// Shape / dtype / flag checks only (pointers may be null).
+std::string check(const GemmProblem& p) {
+  if (p.bits != 4 && p.bits != 8) return "decode: bits must be 4 or 8, got bits = " + std::to_string(p.bits);
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "decode: dtype must be float16 or bfloat16, got dtype = " + std::to_string(static_cast<int>(p.dtype));
+  if (p.M < 0) return "decode: M must be >= 0, got M = " + std::to_string(p.M);
+  const int bk = format::block_k(p.bits);
+  if (p.K <= 0 || p.K % bk != 0)
+    return "decode: int" + std::to_string(p.bits) + " needs K to be a positive multiple of " + std::to_string(bk) +
+           ", got K = " + std::to_string(p.K);
+  if (p.N <= 0 || p.N % format::kBlockN != 0)
+    return "decode: N must be a positive multiple of 64, got N = " + std::to_string(p.N);
+  if (p.channelwise) {
+    if (p.group <= 0 || p.K % p.group != 0)
+      return "decode: channelwise scales need a replica group dividing K = " + std::to_string(p.K) +
+             ", got group = " + std::to_string(p.group);
+  } else {
+    if (p.group != 32 && p.group != 64 && p.group != 128)
+      return "decode: group must be 32, 64 or 128 (or channelwise), got group = " + std::to_string(p.group);
+    if (p.K % p.group != 0)
+      return "decode: group = " + std::to_string(p.group) + " must divide K = " + std::to_string(p.K);
+  }
+  // 32-bit index math in the kernels: scale offsets (K / 32) * N, tile strides 64 K.
+  if (static_cast<long long>(p.K / 32) * p.N > kIntMax)
+    return "decode: K * N / 32 must fit in int32, got K = " + std::to_string(p.K) + ", N = " + std::to_string(p.N);
+  if (64LL * p.K > kIntMax) return "decode: K must be below 2^25, got K = " + std::to_string(p.K);
+  if (p.cc_major != 0 && p.cc_major < 8)
+    return "decode: needs compute capability 8.0 or newer (mma.sync bf16), got " + std::to_string(p.cc_major) + "." +
+           std::to_string(p.cc_minor);
+  if (p.sm_count <= 0 && p.cc_major != 0)
+    return "decode: sm_count must be set, got sm_count = " + std::to_string(p.sm_count);
+  return "";
+}
+
+KernelHandle kernel_for(const GemmProblem& p, int mt) {
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  const bool zeros = p.zeros != nullptr;
+  return p.bits == 4 ? gemm_handle_int4(bf16, mt, zeros) : gemm_handle_int8(bf16, mt, zeros);
+}
+
+// Everything launch() does, decided up front. Precondition: check(p) == "", M > 0.
+bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
+  pl->ncols = p.N / format::kBlockN;
+  pl->quads = (pl->ncols + kWarps - 1) / kWarps;
+  pl->kblocks = p.K / format::block_k(p.bits);
+  if (p.M <= 16 * kMaxTiles) {
+    pl->mgroups = 1;
+    pl->mt = static_cast<int>(ceil_div(p.M, 16));
+  } else {
+    pl->mgroups = static_cast<int>(ceil_div(p.M, 16 * kMaxTiles));
+    pl->mt = static_cast<int>(ceil_div(p.M, 16LL * pl->mgroups));
+  }
+  pl->segments = static_cast<long long>(pl->quads) * pl->mgroups;
+  pl->units = pl->segments * pl->kblocks;
+  pl->kernel = kernel_for(p, pl->mt);
+  if (pl->kernel.fn == nullptr) {
+    *err = "decode: no kernel instance for MT = " + std::to_string(pl->mt);
+    return false;
+  }
+  pl->occupancy = occupancy(pl->kernel, p.device, err);
+  if (pl->occupancy == 0) return false;
+  const long long slots = static_cast<long long>(pl->occupancy) * p.sm_count;
+
+  if (!p.deterministic) {
+    pl->mode = kModeAtomic;
+    pl->grid = std::max(1LL, std::min(slots, ceil_div(pl->units, kMinUnitsPerCta)));
+    pl->init_y = true;
+  } else {
+    const long long plane = static_cast<long long>(p.M) * p.N * 4;  // fp32 partial bytes per part
+    long long parts = std::max(1LL, slots / pl->segments);
+    parts = std::min<long long>(parts, pl->kblocks);
+    parts = std::min<long long>(parts, std::max(1LL, kMaxPartialBytes / plane));
+    pl->parts = static_cast<int>(parts);
+    pl->mode = pl->parts == 1 ? kModeDirect : kModePartials;
+    pl->grid = pl->segments * pl->parts;
+    pl->init_y = false;
+    if (pl->mode == kModePartials) pl->ws_partials = static_cast<size_t>(plane) * pl->parts;
+  }
+  if (pl->grid > kIntMax) {
+    *err = "decode: grid of " + std::to_string(pl->grid) + " CTAs exceeds the launch limit (M = " +
+           std::to_string(p.M) + ", N = " + std::to_string(p.N) + ")";
+    return false;
+  }
+  pl->gather = p.perm != nullptr;
+  if (pl->gather) pl->ws_x = align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
+  pl->pdl = !pl->gather && pl->init_y && p.cc_major >= 9;
+  pl->evict_first = pl->mgroups == 1;
+  return true;
+}
+
+const char* mode_name(int mode) {
+  return mode == kModeAtomic ? "atomic" : mode == kModeDirect ? "direct" : "partials";
+}
+
+bool aligned(const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
+
+std::string launch_error(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return "";
+  return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
+}
+
+}  // namespace
+
+std::string can_implement(const GemmProblem& p) { return check(p); }
+
+size_t workspace_bytes(const GemmProblem& p) {
+  if (!check(p).empty() || p.M == 0) return 0;
+  Plan pl;
+  std::string err;
+  if (!make_plan(p, &pl, &err)) return 0;  // launch() reports the error
+  return pl.ws_x + pl.ws_partials;
+}
+
+std::string describe(const GemmProblem& p) {
+  std::string why = check(p);
+  if (!why.empty()) return why;
+  if (p.M == 0) return "decode: M = 0, nothing to launch";
+  Plan pl;
+  if (!make_plan(p, &pl, &why)) return why;
+  return std::string("decode int") + std::to_string(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") +
+         " mt=" + std::to_string(pl.mt) + " mgroups=" + std::to_string(pl.mgroups) +
+         " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
+         " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +
+         " parts=" + std::to_string(pl.parts) + " pdl=" + std::to_string(pl.pdl ? 1 : 0) +
+         " zeros=" + std::to_string(p.zeros != nullptr ? 1 : 0) + " act_order=" + std::to_string(pl.gather ? 1 : 0);
+}
+
+std::string launch(const GemmProblem& p, cudaStream_t stream) {
+  std::string why = check(p);
+  if (!why.empty()) return why;
+  if (p.M == 0) return "";
+  if (p.x == nullptr || p.packed == nullptr || p.scales == nullptr || p.y == nullptr)
+    return "decode: null x, packed, scales or y pointer";
+  if (!aligned(p.packed, 16)) return "decode: packed must be 16-byte aligned";
+  if (!aligned(p.x, 16)) return "decode: x must be 16-byte aligned";
+  if (!aligned(p.y, 16)) return "decode: y must be 16-byte aligned";
+  if (!aligned(p.scales, 4)) return "decode: scales must be 4-byte aligned";
+  if (p.zeros != nullptr && !aligned(p.zeros, 4)) return "decode: zeros must be 4-byte aligned";
+  if (p.bias != nullptr && !aligned(p.bias, 16)) return "decode: bias must be 16-byte aligned";
+
+  Plan pl;
+  if (!make_plan(p, &pl, &why)) return why;
+  const size_t need = pl.ws_x + pl.ws_partials;
+  if (need > 0) {
+    if (p.workspace == nullptr || p.workspace_bytes < need)
+      return "decode: workspace of " + std::to_string(need) + " bytes required, got " +
+             std::to_string(p.workspace == nullptr ? 0 : p.workspace_bytes);
+    if (!aligned(p.workspace, 256)) return "decode: workspace must be 256-byte aligned";
+  }
+  DeviceScope scope(p.device);
+  unsigned char* ws = static_cast<unsigned char*>(p.workspace);
+  const uint16_t* x = static_cast<const uint16_t*>(p.x);
+  uint16_t* y = static_cast<uint16_t*>(p.y);
+  const uint16_t* bias = static_cast<const uint16_t*>(p.bias);
+
+  // 1. prep: permuted activations and / or y := bias (or 0).
+  if (pl.gather || pl.init_y) {
+    PrepParams pp{x, p.perm, pl.gather ? reinterpret_cast<uint16_t*>(ws) : nullptr, pl.init_y ? y : nullptr, bias,
+                  p.M, p.K, p.N};
+    const int width = pl.gather ? p.K : p.N / 8;
+    const int gx = static_cast<int>(std::min<long long>(ceil_div(width, kPrepThreads), 16));
+    const int gy = static_cast<int>(std::min<long long>(p.M, std::max(1, 4 * p.sm_count / gx)));
+    prep_kernel<<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(pp);
+    why = launch_error("prep kernel");
+    if (!why.empty()) return why;
+    if (pl.gather) x = reinterpret_cast<const uint16_t*>(ws);
+  }
+
+  // 2. the GEMM.
+  Params gp{};
+  gp.x = x;
+  gp.packed = reinterpret_cast<const uint8_t*>(p.packed);
+  gp.scales = static_cast<const uint16_t*>(p.scales);
+  gp.zeros = static_cast<const uint16_t*>(p.zeros);
+  gp.bias = bias;
+  gp.y = y;
+  gp.partials = pl.mode == kModePartials ? reinterpret_cast<float*>(ws + pl.ws_x) : nullptr;
+  gp.units = pl.units;
+  gp.M = p.M;
+  gp.K = p.K;
+  gp.N = p.N;
+  gp.kblocks = pl.kblocks;
+  gp.ncols = pl.ncols;
+  gp.mgroups = pl.mgroups;
+  gp.gshift = p.channelwise ? 31 : log2_group(p.group);
+  gp.mode = pl.mode;
+  gp.parts = pl.parts;
+  gp.evict_first = pl.evict_first ? 1 : 0;
+
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(pl.grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(pl.kernel.smem_bytes);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (pl.pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  void* args[] = {&gp};
+  const cudaError_t e = cudaLaunchKernelExC(&cfg, pl.kernel.fn, args);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("decode: gemm kernel launch failed: ") + cudaGetErrorString(e);
+  }
+  why = launch_error("gemm kernel");
+  if (!why.empty()) return why;
+
+  // 3. deterministic split-K: fixed-order reduction of the fp32 partials.
+  if (pl.mode == kModePartials) {
+    const int gx = static_cast<int>(std::min<long long>(ceil_div(p.N / 2, kPrepThreads), 16));
+    const int gy = static_cast<int>(std::min<long long>(p.M, std::max(1, 4 * p.sm_count / gx)));
+    const float* parts = reinterpret_cast<const float*>(ws + pl.ws_x);
+    if (p.dtype == DType::kBFloat16) {
+      reduce_kernel<true><<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(parts, pl.parts, bias, y, p.M, p.N);
+    } else {
+      reduce_kernel<false><<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(parts, pl.parts, bias, y, p.M, p.N);
+    }
+    why = launch_error("reduce kernel");
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+}  // namespace decode
+}  // namespace swordfish
