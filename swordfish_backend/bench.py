@@ -86,6 +86,7 @@ MAX_REPLAYS = 25
 MAX_CALLS = 128        # calls captured in one graph
 TARGET_GRAPH_US = 2000.0   # aim for graphs at least this long (host launch noise amortised)
 BUDGET_US = 60000.0        # replays per measurement: about this much GPU time
+L2_UNKNOWN = 256 << 20    # assumed when the device properties do not report the L2 (larger than any L2 so far)
 HBM_PROBE_BYTES = 2 << 30
 MMA_PROBE = 8192
 
@@ -610,6 +611,7 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
     gen.manual_seed(cfg.seed)
     ceilings = measure_ceilings(device, torch_dtype)
     det = 1 if cfg.deterministic else 0
+    l2 = info["l2_bytes"] or L2_UNKNOWN
     rows = []
     for model, layer in cfg.layers:
         K, N = layer.K, layer.N
@@ -617,13 +619,13 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
         packed, scales, zeros, perm, bits, group, channelwise = w.kernel_args()
         wbytes = quantized_bytes(K, N, cfg.bits, cfg.group, zeros is not None, perm is not None)
         free = _free_bytes(device)
-        nq = _copies(wbytes, info["l2_bytes"], free)
+        nq = _copies(wbytes, l2, free)
         qcopies = [(packed, scales, zeros)] + [
             (packed.clone(), scales.clone(), None if zeros is None else zeros.clone()) for _ in range(nq - 1)]
         dense_bytes = K * N * 2
         dcopies = []
         if "cublas" in cfg.impls:
-            nd = _copies(dense_bytes, info["l2_bytes"], free)
+            nd = _copies(dense_bytes, l2, free)
             dcopies = [torch.randn(N, K, generator=gen, device=device, dtype=torch.float32).mul_(0.02)
                        .to(torch_dtype) for _ in range(nd)]
         for M in cfg.m:

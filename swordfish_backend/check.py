@@ -246,15 +246,22 @@ def _first_line(e: Exception) -> str:
 
 
 def run(*, gpu: bool, formats, dtypes=DTYPES, shapes=None, ms=None, paths=KERNEL_PATHS, deterministic="both",
-        device_index: int = 0, seed: int = 0, progress=None) -> list[Case]:
-    """Run the self-test; returns one Case per check."""
+        device_index: int = 0, seed: int = 0, progress=None, device=None) -> list[Case]:
+    """Run the self-test; returns one Case per check.
+
+    gpu=False checks the CPU reference path; gpu=True checks the kernels on
+    CUDA device `device_index` (`device` overrides where tensors live: tests
+    run the kernel-checking logic on CPU with a faked op).
+    """
     import torch
 
     from .reference import dequantize as ref_dequantize
     from .reference import matmul as ref_matmul
-    from .weight import matmul as sf_matmul
+    from . import weight
 
-    device = torch.device("cuda", device_index) if gpu else torch.device("cpu")
+    sf_matmul = weight.matmul
+    if device is None:
+        device = torch.device("cuda", device_index) if gpu else torch.device("cpu")
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     shapes = shapes or (GPU_SHAPES if gpu else CPU_SHAPES)
@@ -324,6 +331,8 @@ def _run_kernel(w, x, b, ref, u, K, column, det, base, M, select, device_index, 
             predicted = ops.PATH_NAMES.get(select(M), "?")
             if ran != predicted:
                 case.status, case.note = "FAIL", f"auto ran {ran} but select_path predicts {predicted}"
+        elif ran != column:
+            case.status, case.note = "FAIL", f"forced {column} but last_path says {ran} ran"
         if det == 1 and case.status == "pass":
             again = sf_matmul(x, w, b, path=column, deterministic=True)
             if not torch.equal(y.view(torch.int16), again.view(torch.int16)):

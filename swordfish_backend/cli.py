@@ -341,8 +341,12 @@ def gather_info(device_index: int | None = None) -> dict:
 def _ranges(segments: list) -> str:
     parts = []
     for s in segments:
-        last = f"{s['last_m']}" if s["last_m"] is not None else ""
-        span = f"{s['first_m']}" if s["first_m"] == s["last_m"] else f"{s['first_m']}-{last}"
+        if s["last_m"] is None:
+            span = f"{s['first_m']}+"
+        elif s["first_m"] == s["last_m"]:
+            span = f"{s['first_m']}"
+        else:
+            span = f"{s['first_m']}-{s['last_m']}"
         parts.append(f"{s['path']} {span}")
     return " | ".join(parts)
 

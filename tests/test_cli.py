@@ -597,3 +597,68 @@ def test_gpu_info_lists_paths_and_dispatch(capsys):
     code, out, _ = run_cli("info", capsys=capsys)
     assert code == 0
     assert "paths on device" in out and "decode" in out and "dispatch table" in out
+
+
+def test_check_kernel_logic_with_a_faked_op(monkeypatch):
+    """check.run(gpu=True) on CPU with the op faked: boundaries from select_path, n/a, wrong path, det bits."""
+    from swordfish_backend import ops, weight
+
+    real = weight.matmul
+    state = {"last": 0, "calls": 0}
+
+    def select_value(M):
+        return ops.PATH_DECODE if M <= 40 else ops.PATH_DENSE
+
+    def fake_matmul(x, w, bias=None, *, path="auto", deterministic=None):
+        state["calls"] += 1
+        if path == "prefill":
+            raise ValueError("swordfish.gemm: path prefill cannot run this problem: prefill needs sm_100a, got sm90")
+        chosen = ops.PATHS[path] if path != "auto" else select_value(x.shape[0])
+        if path == "auto" and x.shape[0] == 41:
+            chosen = ops.PATH_DECODE  # the dispatcher disagreeing with select_path must fail
+        state["last"] = chosen
+        y = real(x, w, bias)
+        if path == "dense" and deterministic and state["calls"] % 2:
+            y = y.clone()
+            y.view(torch.int16)[0, 0] ^= 1  # a flipped low bit: only the bit-identity check can see it
+        return y
+
+    monkeypatch.setattr(weight, "matmul", fake_matmul)
+    monkeypatch.setattr(ops, "last_path", lambda index: state["last"])
+    monkeypatch.setattr(check, "weight_selector", lambda w, index: select_value)
+    cases = check.run(gpu=True, device="cpu", formats=check.select_formats(["gptq"], [4], [128]), dtypes=["bf16"],
+                      shapes=[(256, 128)])
+    ms = sorted({c.M for c in cases if c.column == "reference"})
+    assert {40, 41, 42} <= set(ms) and 39 not in set(ms) and set(check.DECODE_MS) <= set(ms)
+    by = {(c.M, c.column, c.det): c for c in cases}
+    assert by[(1, "decode", 0)].status == "pass" and by[(1, "decode", 0)].ran == "decode"
+    assert by[(1, "prefill", 0)].status == "n/a" and "needs sm_100a" in by[(1, "prefill", 0)].note
+    assert by[(41, "auto", 0)].status == "FAIL" and "select_path predicts dense" in by[(41, "auto", 0)].note
+    assert by[(42, "auto", 1)].status == "pass"
+    assert any(c.status == "FAIL" and "different bits" in (c.note or "") for c in cases if c.column == "dense")
+    table = check.format_table(cases)
+    assert "n/a[1]" in table and "prefill needs sm_100a" in table and "FAIL" in table
+
+
+def test_info_text_with_a_device():
+    """format_info on what gather_info returns on a GPU machine (faked: no GPU here)."""
+    info = {
+        "swordfish": "0.1.0", "commit": "abc", "python": "3.12.0", "torch": "2.11.0+cu130", "torch_cuda": "13.0",
+        "matplotlib": None,
+        "extension": {"loaded": True, "error": None, "path": "/x/_C.so", "archs": "sm_90a",
+                      "build": {"cuda_archs": ["90a"], "cuda_version": "13.0.88"}, "abi_info": {"version": 1}},
+        "env": envs.describe(), "gpu_error": None, "device_index": 0,
+        "devices": [{"index": 0, "name": "NVIDIA H200", "capability": "9.0", "sm_count": 132,
+                     "l2_bytes": 60 << 20, "memory_bytes": 141 << 30}],
+        "paths": {"decode": "available", "dense": "available",
+                  "prefill": "unavailable: prefill is not built for sm90 in this build"},
+        "dispatch": [{"format": "int4 g128", "layer": "qkv", "K": 4096, "N": 6144,
+                      "segments": [{"first_m": 1, "last_m": 55, "path": "decode"},
+                                   {"first_m": 56, "last_m": None, "path": "dense"}]}],
+    }
+    text = cli.format_info(info)
+    assert "device 0   NVIDIA H200: compute capability 9.0, 132 SMs, 60 MiB L2" in text
+    assert "built for: sm_90a" in text and "cuda_version: 13.0.88" in text
+    assert "prefill  unavailable: prefill is not built for sm90" in text
+    assert "decode 1-55 | dense 56+" in text
+    assert "matplotlib not installed" in text
