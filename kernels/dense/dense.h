@@ -50,10 +50,15 @@ size_t workspace_bytes(const GemmProblem& p);
 Layout gemm_layout(const GemmProblem& p);
 
 // Dequantize into p.workspace, then cuBLASLt: y = x @ W^T (+ bias, as the
-// cuBLASLt BIAS epilogue), fp32 accumulation, output in p.dtype. With
+// cuBLASLt BIAS epilogue when the bias is 16-byte aligned, else add_bias()
+// after the GEMM), fp32 accumulation, output in p.dtype. With
 // p.deterministic, only algorithms without split-K reduction are used.
 // Returns "" or an error message.
 std::string launch(const GemmProblem& p, void* stream);
+
+// y += bias broadcast over rows (dense_bias.cu): the fallback for a bias the
+// epilogue cannot take. "" or an error message.
+std::string add_bias(const GemmProblem& p, void* stream);
 
 }  // namespace dense
 }  // namespace swordfish

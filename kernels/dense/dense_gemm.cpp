@@ -98,6 +98,9 @@ struct Descriptors {
     if (_s != CUBLAS_STATUS_SUCCESS) return lt_error(#call, _s); \
   } while (0)
 
+// The BIAS epilogue takes an aligned vector; a bias view at an odd offset goes through add_bias().
+bool epilogue_bias(const GemmProblem& p) { return p.bias != nullptr && reinterpret_cast<uintptr_t>(p.bias) % 16 == 0; }
+
 std::string build(const GemmProblem& p, Layout layout, const void* scratch, Descriptors& dsc) {
   const cudaDataType_t t = p.dtype == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
   SF_LT(cublasLtMatmulDescCreate(&dsc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -105,7 +108,7 @@ std::string build(const GemmProblem& p, Layout layout, const void* scratch, Desc
   const cublasOperation_t op_b = CUBLAS_OP_N;
   SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (p.bias != nullptr) {
+  if (epilogue_bias(p)) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
@@ -147,7 +150,7 @@ std::string algo_for(cublasLtHandle_t h, const GemmProblem& p, Layout layout, co
   static std::map<AlgoKey, cublasLtMatmulAlgo_t> cache;
   constexpr size_t kMaxEntries = 4096;  // distinct M values are few in practice; bound it anyway
   const AlgoKey key{p.device,     p.M, p.N, p.K, static_cast<int>(p.dtype), static_cast<int>(layout),
-                    p.bias != nullptr, p.deterministic, alignment_of(scratch), alignment_of(p.x),
+                    epilogue_bias(p), p.deterministic, alignment_of(scratch), alignment_of(p.x),
                     alignment_of(p.y)};
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -222,6 +225,7 @@ std::string launch(const GemmProblem& p, void* stream) {
                                           dsc.d, &algo, lt_ws, kCublasWorkspaceBytes,
                                           static_cast<cudaStream_t>(stream));
   if (s != CUBLAS_STATUS_SUCCESS) return lt_error("cublasLtMatmul", s);
+  if (p.bias != nullptr && !epilogue_bias(p)) return add_bias(p, stream);
   return "";
 }
 
