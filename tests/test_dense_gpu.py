@@ -39,7 +39,7 @@ PATH_DENSE = ops.PATH_DENSE
 
 
 def unit_roundoff(dtype: torch.dtype) -> float:
-    return 2.0 ** -(torch.finfo(dtype).nmant + 1)
+    return torch.finfo(dtype).eps / 2
 
 
 def make_weight(bits, K, N, group, dtype, zeros=False, act_order=False, seed=0, arbitrary_zeros=False):
