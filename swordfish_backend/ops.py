@@ -229,10 +229,20 @@ def last_path(device_index: int) -> int:
 # Shapes and dtypes only: what torch.compile / FakeTensor tracing needs.
 
 
-def _register_fakes() -> None:
-    lib = f"{NAMESPACE}::"
+def _register_fake(name: str):
+    """torch.library.register_fake, tolerating a second registration (a reloaded module)."""
+    def decorate(fn):
+        try:
+            torch.library.register_fake(f"{NAMESPACE}::{name}")(fn)
+        except RuntimeError as e:
+            if "already" not in str(e):
+                raise
+        return fn
+    return decorate
 
-    @torch.library.register_fake(lib + "prepack")
+
+def _register_fakes() -> None:
+    @_register_fake("prepack")
     def _prepack_fake(qweight, perm, bits):
         if bits not in (4, 8):
             raise ValueError(f"swordfish.prepack: bits must be 4 or 8, got {bits}")
@@ -241,11 +251,11 @@ def _register_fakes() -> None:
         K, N = qweight.shape[0] * vpw, qweight.shape[1]
         return qweight.new_empty((N // 64, K // block_k, 512), dtype=torch.int32)
 
-    @torch.library.register_fake(lib + "gemm")
+    @_register_fake("gemm")
     def _gemm_fake(x, packed, scales, zeros, perm, bias, bits, group, channelwise, path, deterministic):
         return x.new_empty((x.shape[0], packed.shape[0] * 64))
 
-    @torch.library.register_fake(lib + "dequantize")
+    @_register_fake("dequantize")
     def _dequantize_fake(packed, scales, zeros, perm, bits, group, channelwise, K):
         return scales.new_empty((packed.shape[0] * 64, K))
 
