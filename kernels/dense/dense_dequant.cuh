@@ -11,8 +11,8 @@
 //            value is one rounding of the exact (q - B) * s + zs.
 //   stage    into a shared tile padded 64 -> 72 elements per row: with a
 //            144-byte row stride the lanes of one store hit 32 (NK) or 16
-//            distinct (KN, two lanes per word) banks; unpadded, every lane of
-//            a column store lands on one bank.
+//            distinct (KN, two lanes per word) banks; unpadded (128 bytes),
+//            the eight lanes of each t share a bank: 8-way conflicts.
 //   write    16-byte stores, eight threads per 128-byte row segment.
 //
 // Two output layouts (Layout):
@@ -49,8 +49,8 @@ inline constexpr int kSmemStride = 64 + kSmemPad;      // elements per staged ro
 inline constexpr int kChunksPerRow = 64 * 2 / 16;      // 16-byte chunks per 64-element row
 static_assert(kWarps == 4 && kThreads == 128, "a CTA is four warps");
 static_assert(kSmemStride * 2 % 16 == 0, "staged rows stay 16-byte aligned");
-// Column store (NK): lane (g, t) writes word (8c+g)*stride/2 + t; bank 4g+t+const is distinct
-// for all 32 lanes exactly when stride/2 == 4 (mod 32).
+// Column store (NK): lane (g, t) writes word (8c+g)*stride/2 + t; with stride/2 == 4 (mod 32)
+// its bank is 4g + t + const, distinct for all 32 lanes.
 static_assert((kSmemStride / 2) % 32 == 4, "padding makes the NK column stores conflict-free");
 
 struct DequantParams {
