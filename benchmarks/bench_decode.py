@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Decode-path benchmark: weight-stream bandwidth of path=1 against the HBM roofline and cuBLAS.
+
+    python benchmarks/bench_decode.py                       # Llama-3 8B/70B layers, int4 g128 bf16, M 1..128
+    python benchmarks/bench_decode.py --bits 4 8 --M 1 16 --out $OUT/decode.json
+
+Each measurement is the median of many CUDA-graph replays; one graph holds
+back-to-back calls cycling through enough weight copies that the weights come
+from HBM, not from L2. Reported per (shape, M): microseconds per call, the
+weight stream (packed words + scales [+ zero points]) in TB/s, that as a
+fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
+bf16 sum), and cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
+timed the same way. Ratios are only meaningful within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from swordfish_backend import format as fmt
+from swordfish_backend import ops
+
+HBM_NOMINAL_TBPS = 4.18  # H200 read ceiling measured 2026-12-02 (shared/GPU.md)
+SHAPES = {
+    "8b_qkv": (4096, 6144), "8b_o": (4096, 4096), "8b_gate_up": (4096, 28672), "8b_down": (14336, 4096),
+    "70b_qkv": (8192, 10240), "70b_o": (8192, 8192), "70b_gate_up": (8192, 57344), "70b_down": (28672, 8192),
+}
+PATH_DECODE = 1
+
+
+def time_graph(calls, *, target_us=20000.0, replays=30):
+    """Median microseconds per call over CUDA-graph replays of `calls` cycled back to back."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for c in calls:  # eager warm-up: errors surface before capture
+            c()
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record(stream)
+        for c in calls:
+            c()
+        t1.record(stream)
+    t1.synchronize()
+    eager_us = max(t0.elapsed_time(t1) * 1e3 / len(calls), 1.0)
+    n = len(calls) * max(1, min(64, math.ceil(target_us / (eager_us * len(calls)))))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        for i in range(n):
+            calls[i % len(calls)]()
+        graph.capture_end()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    for a, b in events:
+        a.record()
+        graph.replay()
+        b.record()
+    events[-1][1].synchronize()
+    us = statistics.median(a.elapsed_time(b) * 1e3 for a, b in events) / n
+    del graph
+    return us
+
+
+def hbm_read_tbps():
+    free, _ = torch.cuda.mem_get_info()
+    nbytes = int(min(4 << 30, free // 8)) // 4096 * 4096
+    buf = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
+    us = time_graph([buf.sum], target_us=50000.0, replays=10)
+    del buf
+    torch.cuda.empty_cache()
+    return nbytes / us / 1e6
+
+
+def copies_for(nbytes):
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20) or (60 << 20)
+    free, _ = torch.cuda.mem_get_info()
+    return int(max(2, min(math.ceil(3 * l2 / nbytes), 24, (free // 4) // max(nbytes, 1))))
+
+
+def make_weight(K, N, bits, group, dtype, zeros, gen):
+    q = torch.randint(0, 1 << bits, (K, N), generator=gen, device="cuda", dtype=torch.int32)
+    packed = fmt.pack_reference(q, bits)
+    scales = (torch.rand(K // group, N, generator=gen, device="cuda") * 0.01 + 0.001).to(dtype)
+    z = (torch.randn(K // group, N, generator=gen, device="cuda") * 0.01).to(dtype) if zeros else None
+    return packed, scales, z
+
+
+def git_commit():
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--M", nargs="+", type=int, default=[1, 16, 32, 64, 128])
+    ap.add_argument("--bits", nargs="+", type=int, default=[4])
+    ap.add_argument("--group", type=int, default=128)
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--zeros", action="store_true", help="with folded zero points")
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--out", help="write the JSON records here")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available() or not ops.has_extension():
+        sys.exit(f"needs a CUDA device and the extension ({ops.extension_error()})")
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    dev = torch.cuda.get_device_properties(0)
+    commit = git_commit()
+    ceiling = hbm_read_tbps()
+    print(f"# {dev.name}, {dev.multi_processor_count} SMs; HBM read ceiling measured now: {ceiling:.3f} TB/s "
+          f"(nominal {HBM_NOMINAL_TBPS})", flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    records = []
+    hdr = f"{'shape':>12} {'bits':>4} {'M':>4} {'us':>9} {'TB/s':>6} {'%4.18':>6} {'%ceil':>6} {'cublas_us':>9} {'x_cublas':>8}"
+    print(hdr)
+    for name in args.shapes:
+        K, N = SHAPES[name]
+        for bits in args.bits:
+            wbytes = K * N * bits // 8 + (K // args.group) * N * 2 * (2 if args.zeros else 1)
+            copies = [make_weight(K, N, bits, args.group, dtype, args.zeros, gen) for _ in range(copies_for(wbytes))]
+            dense = None
+            if not args.no_cublas:
+                dn = copies_for(K * N * 2)
+                dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(dn)]
+            for M in args.M:
+                x = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
+                calls = [
+                    (lambda p=p, s=s, z=z: ops.gemm(x, p, s, z, None, None, bits, args.group, False, PATH_DECODE,
+                                                    int(args.deterministic)))
+                    for p, s, z in copies
+                ]
+                us = time_graph(calls)
+                cublas_us = time_graph([lambda w=w: F.linear(x, w) for w in dense]) if dense else None
+                tbps = wbytes / us / 1e6
+                rec = {
+                    "shape": name, "K": K, "N": N, "M": M, "bits": bits, "group_size": args.group,
+                    "dtype": args.dtype, "zeros": args.zeros, "deterministic": args.deterministic,
+                    "path": "decode", "us": us, "cublas_us": cublas_us, "weight_bytes": wbytes,
+                    "weight_TBps": tbps, "frac_of_4.18": tbps / HBM_NOMINAL_TBPS, "hbm_read_TBps": ceiling,
+                    "frac_of_measured_ceiling": tbps / ceiling, "copies": len(copies), "commit": commit,
+                    "device": dev.name, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                }
+                records.append(rec)
+                cub = f"{cublas_us:9.1f} {cublas_us / us:8.2f}" if cublas_us else f"{'-':>9} {'-':>8}"
+                print(f"{name:>12} {bits:>4} {M:>4} {us:9.2f} {tbps:6.3f} {100 * tbps / HBM_NOMINAL_TBPS:6.1f} "
+                      f"{100 * tbps / ceiling:6.1f} {cub}", flush=True)
+            del copies, dense
+            torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"records": records, "hbm_read_TBps": ceiling, "commit": commit}, f, indent=1)
+        print(f"# wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
