@@ -11,8 +11,10 @@
 #   bash scripts/gpu_check.sh                 # all stages
 #   STAGES="build test" bash scripts/gpu_check.sh
 #   PYTEST_ARGS="-k prepack" BENCH_ARGS="--preset llama-3-8b" bash scripts/gpu_check.sh
-# The whole call must fit the device tool's 10-minute limit: each stage has
-# its own timeout (seconds: BUILD_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, SAN_TIMEOUT).
+# The whole call must fit the device tool's 10-minute limit: every stage runs
+# under `timeout`, at most its own limit (seconds: BUILD_TIMEOUT, TEST_TIMEOUT,
+# BENCH_TIMEOUT, SAN_TIMEOUT) and at most what is left of DEADLINE (default
+# 560 s from the start); a stage with under 20 s left is skipped.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +32,25 @@ status=0
 
 say() { printf '[%4ss] %s\n' "$(( $(date +%s) - START ))" "$*" | tee -a "$SUMMARY"; }
 has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
+DEADLINE="${DEADLINE:-560}"
+# budget LIMIT: seconds a stage may take now (0: skip it).
+budget() {
+  local left=$(( DEADLINE - ($(date +%s) - START) - 10 ))
+  local b=$(( $1 < left ? $1 : left ))
+  [ "$b" -lt 20 ] && b=0
+  echo "$b"
+}
+# within LIMIT CMD...: run CMD under timeout (exit 124 when cut off or skipped).
+within() {
+  local b
+  b=$(budget "$1")
+  shift
+  if [ "$b" -eq 0 ]; then
+    echo "skipped: the ${DEADLINE}s deadline leaves no time for: $*"
+    return 124
+  fi
+  timeout "$b" "$@"
+}
 
 say "gpu_check: stages '$STAGES', archs $SWORDFISH_CUDA_ARCHS, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
@@ -43,7 +64,7 @@ if has_stage build; then
       || say "WARNING: installing .whl/*.whl failed (see build.log)"
   fi
   t0=$(date +%s)
-  timeout "${BUILD_TIMEOUT:-420}" "$PY" -m pip install --no-build-isolation --no-deps -v -e . >>"$OUT/build.log" 2>&1
+  within "${BUILD_TIMEOUT:-300}" "$PY" -m pip install --no-build-isolation --no-deps -v -e . >>"$OUT/build.log" 2>&1
   rc=$?
   say "build: exit $rc in $(( $(date +%s) - t0 ))s (SWORDFISH_CUDA_ARCHS=$SWORDFISH_CUDA_ARCHS, $CMAKE_BUILD_PARALLEL_LEVEL jobs)"
   if [ "$rc" -ne 0 ]; then
@@ -60,7 +81,7 @@ PY
 if has_stage test; then
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  timeout "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -x tests -rs --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} \
+  within "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -x tests -rs --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} \
     >"$OUT/pytest.log" 2>&1
   rc=$?
   say "pytest: exit $rc in $(( $(date +%s) - t0 ))s: $(tail -n 1 "$OUT/pytest.log")"
@@ -79,7 +100,7 @@ if has_stage bench; then
     work="$(mktemp -d)"
     t0=$(date +%s)
     # shellcheck disable=SC2086
-    (cd "$work" && timeout "${BENCH_TIMEOUT:-180}" "$PY" -m swordfish_backend bench ${BENCH_ARGS:-}) \
+    (cd "$work" && within "${BENCH_TIMEOUT:-120}" "$PY" -m swordfish_backend bench ${BENCH_ARGS:-}) \
       >"$OUT/bench.log" 2>&1
     rc=$?
     say "bench: exit $rc in $(( $(date +%s) - t0 ))s"
@@ -97,7 +118,7 @@ if has_stage sanitize; then
     for tool in memcheck racecheck; do
       t0=$(date +%s)
       echo "===== compute-sanitizer --tool $tool (pytest -m sanitize)" >>"$OUT/sanitize.log"
-      timeout "${SAN_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \
+      within "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \
         "$PY" -m pytest -q -m sanitize -p no:cacheprovider tests >>"$OUT/sanitize.log" 2>&1
       rc=$?
       summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -n 1)
