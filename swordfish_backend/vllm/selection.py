@@ -1,0 +1,112 @@
+"""When vLLM picks Swordfish on its own, and the one list of what the plugin supports.
+
+Pure Python, no vLLM import: the plugin's can_implement() and the tests read
+these tables, and docs/VLLM.md describes them (it does not restate them).
+
+Only "Swordfish or not" is decided here. Which Swordfish kernel path serves a
+call (decode, dense, prefill) is decided per call by the C++ dispatcher.
+"""
+
+from __future__ import annotations
+
+from .. import envs
+from .. import format as fmt
+
+# Weight types the MPLinearKernel accepts, keyed by vLLM ScalarType name:
+# (bits, has_zero_points). uint4b8 / uint8b128 are symmetric GPTQ-style codes
+# (implicit zero 8 / 128); uint4 carries explicit zero points (AWQ, asymmetric
+# compressed-tensors).
+WEIGHT_TYPES = {
+    "uint4b8": (4, False),
+    "uint8b128": (8, False),
+    "uint4": (4, True),
+}
+
+ACTIVATION_DTYPES = ("float16", "bfloat16")
+
+# The CUDA architectures of the CMake default (SWORDFISH_CUDA_ARCHS), assumed
+# when the installed extension does not report its own (ops.build_info()).
+DEFAULT_CUDA_ARCHS = ("90a", "100a", "110a")
+
+# With --linear-backend auto, may vLLM pick Swordfish on this major capability?
+# Blackwell (sm100 / sm110): yes. Hopper (sm90): off until the H200
+# measurements show Swordfish faster than Machete / Marlin for the shape;
+# the per-shape answer belongs to kernels/dispatch/heuristics_sm90 and will be
+# read from the extension once it exports it. Users opt in with
+# --linear-backend swordfish.
+AUTO_SELECT = {9: False, 10: True, 11: True}
+
+
+def disabled() -> bool:
+    """SWORDFISH_DISABLE (swordfish_backend.envs; read at every call, never cached) turns the plugin off."""
+    return envs.disabled()
+
+
+def support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dtype: str,
+                   out_dtype: str | None, in_features: int, out_features: int) -> str | None:
+    """None when Swordfish can serve this layer partition, else why not.
+
+    Shapes go through swordfish_backend.format.check_shape, the predicate the
+    packer and the C++ side use; groups through format.GROUP_SIZES.
+    """
+    if act_dtype not in ACTIVATION_DTYPES:
+        return (f"activations are {act_dtype}: Swordfish is weight-only with float16/bfloat16 activations "
+                "(W4A8 / W8A8 layers stay on vLLM's kernels)")
+    if out_dtype is not None and out_dtype != act_dtype:
+        return f"output dtype {out_dtype} differs from the activation dtype {act_dtype}"
+    if bits not in fmt.BITS:
+        return f"int{bits} weights are not supported (int4 and int8 are)"
+    if has_zero_points and bits != 4:
+        return f"zero points are supported for int4 weights only, got int{bits}"
+    if group_size not in fmt.GROUP_SIZES:
+        return f"group size {group_size} is not supported (supported: {list(fmt.GROUP_SIZES)}, -1 = channelwise)"
+    try:
+        fmt.check_shape(bits, in_features, out_features)
+    except ValueError as e:
+        return f"partition shape (K={in_features}, N={out_features}): {e}"
+    if group_size != fmt.CHANNELWISE and in_features % group_size:
+        return f"group size {group_size} does not divide this partition's in_features K = {in_features}"
+    return None
+
+
+def auto_select_reason(capability: tuple[int, int] | None) -> str | None:
+    """None when --linear-backend auto may pick Swordfish on this device, else why not."""
+    if capability is None:
+        return "the device capability is unknown"
+    major, minor = capability
+    if not AUTO_SELECT.get(major, False):
+        if major == 9:
+            return (f"on sm{major}{minor} Swordfish is opt-in until H200 measurements show it faster "
+                    "than vLLM's choice; pass --linear-backend swordfish to use it")
+        return f"sm{major}{minor} is not an auto-selected architecture (auto: {auto_archs()})"
+    return None
+
+
+def runs_on(arch: str, capability: tuple[int, int]) -> bool:
+    """Does SASS built for `arch` ("90a", "100a", "120", ...) run on a device of `capability`?
+
+    Arch-specific ("a") code runs on exactly that capability (sm_100a code does
+    not run on sm103); plain code on the same major with an equal or newer minor.
+    """
+    digits = arch.rstrip("af")
+    if not digits.isdigit() or len(digits) < 2:
+        return False
+    major, minor = int(digits[:-1]), int(digits[-1])
+    if arch.endswith("a"):
+        return (major, minor) == tuple(capability)
+    return major == capability[0] and minor <= capability[1]
+
+
+def arch_reason(capability: tuple[int, int] | None, cuda_archs=None) -> str | None:
+    """None when the extension has code for this device, else why not."""
+    if capability is None:
+        return None
+    archs = tuple(cuda_archs or DEFAULT_CUDA_ARCHS)
+    if not any(runs_on(a, capability) for a in archs):
+        return (f"the extension is built for {', '.join('sm_' + a for a in archs)}; this device is "
+                f"sm{capability[0]}{capability[1]} (rebuild with SWORDFISH_CUDA_ARCHS)")
+    return None
+
+
+def auto_archs() -> str:
+    return ", ".join(f"sm{m}x" for m, on in sorted(AUTO_SELECT.items()) if on)
