@@ -18,32 +18,32 @@ import pytest
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
 pytest.importorskip("vllm", reason="vLLM is not installed (pip install swordfish-backend[vllm])")
 
-import contextlib  # noqa: E402
-import pathlib  # noqa: E402
+import contextlib
+import pathlib
 
-import torch  # noqa: E402
+import torch
 
-import swordfish_backend.vllm as plugin  # noqa: E402
+import swordfish_backend.vllm as plugin
 
 plugin.register()
 
-import vllm.model_executor.kernels.linear as vlinear  # noqa: E402
-import vllm.model_executor.layers.linear as vlayers  # noqa: E402
-import vllm.model_executor.parameter as vparam  # noqa: E402
-import vllm.platforms as vplatforms  # noqa: E402
-from vllm.config import VllmConfig, set_current_vllm_config  # noqa: E402
-from vllm.config.kernel import KernelConfig  # noqa: E402
-from vllm.model_executor.layers.quantization.auto_awq import AutoAWQConfig  # noqa: E402
-from vllm.model_executor.layers.quantization.auto_gptq import AutoGPTQConfig  # noqa: E402
-from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import (  # noqa: E402
+import vllm.model_executor.kernels.linear as vlinear
+import vllm.model_executor.layers.linear as vlayers
+import vllm.model_executor.parameter as vparam
+import vllm.platforms as vplatforms
+from vllm.config import VllmConfig, set_current_vllm_config
+from vllm.config.kernel import KernelConfig
+from vllm.model_executor.layers.quantization.auto_awq import AutoAWQConfig
+from vllm.model_executor.layers.quantization.auto_gptq import AutoGPTQConfig
+from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import (
     CompressedTensorsConfig,
 )
-from vllm.platforms import PlatformEnum  # noqa: E402
-from vllm.platforms.interface import DeviceCapability  # noqa: E402
-from vllm.scalar_type import scalar_types  # noqa: E402
+from vllm.platforms import PlatformEnum
+from vllm.platforms.interface import DeviceCapability
+from vllm.scalar_type import scalar_types
 
-from swordfish_backend.vllm import act_order, kernel, patches, selection  # noqa: E402
-from swordfish_backend.vllm.kernel import SwordfishLinearKernel  # noqa: E402
+from swordfish_backend.vllm import act_order, kernel, patches, selection
+from swordfish_backend.vllm.kernel import SwordfishLinearKernel
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -121,6 +121,7 @@ def test_register_is_idempotent_and_cuda_free():
     assert vlinear._LINEAR_BACKEND_KERNEL_MAP["swordfish"] == mapped
     assert SwordfishLinearKernel in mapped and vlinear.MarlinLinearKernel in mapped
     import typing
+
     import vllm.config.kernel as kc
     assert typing.get_args(kc.LinearBackend).count("swordfish") == 1
     assert typing.get_args(kc.MoEBackend).count("swordfish") == 1
@@ -252,7 +253,10 @@ def test_vllm_refuses_what_the_plugin_claims():
 
 
 def test_registered_with_vllm():
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+    from vllm.model_executor.layers.quantization import (
+        QUANTIZATION_METHODS,
+        get_quantization_config,
+    )
     for name, cls in ((act_order.GPTQ_NAME, act_order.SwordfishGPTQConfig),
                       (act_order.CT_NAME, act_order.SwordfishCompressedTensorsConfig)):
         assert name in QUANTIZATION_METHODS and get_quantization_config(name) is cls
@@ -464,7 +468,7 @@ def load(layer, shards):
                          ids=[f"{c[0]}-int{c[1]}-g{c[2]}{'-actorder' if c[3] else ''}-{c[4]}-{str(c[5])[6:]}"
                               for c in CASES])
 def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ordered, kind, dtype):
-    import vllm.model_executor.layers.quantization.auto_gptq as auto_gptq
+    from vllm.model_executor.layers.quantization import auto_gptq
     monkeypatch.setattr(auto_gptq, "verify_marlin_supported", lambda **kw: None)  # reads the real (CPU) platform
     gen = torch.Generator().manual_seed(1234)
     shards, dense = [], []

@@ -32,9 +32,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-
 from vllm.logger import init_logger
-from vllm.model_executor.kernels.linear import MPLinearLayerConfig, choose_mp_linear_kernel
+from vllm.model_executor.kernels.linear import (
+    MPLinearLayerConfig,
+    choose_mp_linear_kernel,
+)
 from vllm.model_executor.layers.fused_moe import RoutedExperts
 from vllm.model_executor.layers.linear import (
     WEIGHT_LOADER_V2_SUPPORTED,
@@ -46,8 +48,12 @@ from vllm.model_executor.layers.quantization.auto_gptq import AutoGPTQConfig
 from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import (
     CompressedTensorsConfig,
 )
-from vllm.model_executor.layers.quantization.compressed_tensors.schemes import CompressedTensorsWNA16
-from vllm.model_executor.layers.quantization.utils.gptq_utils import get_linear_quant_method
+from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+    CompressedTensorsWNA16,
+)
+from vllm.model_executor.layers.quantization.utils.gptq_utils import (
+    get_linear_quant_method,
+)
 from vllm.model_executor.parameter import (
     BasevLLMParameter,
     ChannelQuantScaleParameter,

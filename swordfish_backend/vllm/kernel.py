@@ -6,8 +6,8 @@ class; this is one. At load (``process_weights_after_loading``) it builds a
 ``swordfish_backend.QuantizedWeight`` from the layer's loaded parameters on
 their own device (which prepacks there) and replaces the checkpoint-format
 parameters with the packed tensors. ``apply_weights`` calls the one
-registered op ``swordfish::gemm`` (through ``swordfish_backend.ops.gemm``);
-the C++ dispatcher picks the kernel path per call from the true M.
+registered op ``torch.ops.swordfish.gemm`` (the op ``swordfish_backend.ops.gemm``
+wraps); the C++ dispatcher picks the kernel path per call from the true M.
 
 Layouts handed to an MPLinearKernel by vLLM 0.33 (the same ones its Marlin
 kernel reads): the quantized weight is a parameter tagged with
@@ -21,7 +21,6 @@ the weight (AWQ is converted to that by vLLM before the kernel sees it).
 from __future__ import annotations
 
 import torch
-
 from vllm.logger import init_logger
 from vllm.model_executor.kernels.linear.mixed_precision.MPLinearKernel import (
     MPLinearKernel,
@@ -159,7 +158,11 @@ class SwordfishLinearKernel(MPLinearKernel):
         replace_parameter(layer, PERM_PARAM, w.perm)
         if w.device.type == "cuda":
             from swordfish_backend import ops
-            self._gemm = ops.gemm
+            if not ops.has_extension():
+                raise RuntimeError(f"Swordfish: {ops.extension_error()}")
+            # The registered op itself (schema order = ops.gemm's): nothing in the forward for torch.compile
+            # to trace but one custom-op call (ops.gemm's extension check takes a lock).
+            self._gemm = torch.ops.swordfish.gemm
 
     # -------------------------------------------------------------- forward
 

@@ -67,9 +67,8 @@ def _with_swordfish(literal):
 
 def extend_backend_literals() -> bool:
     """P1. Returns True if it changed anything."""
-    from pydantic.dataclasses import rebuild_dataclass
-
     import vllm.config.kernel as kernel_cfg
+    from pydantic.dataclasses import rebuild_dataclass
     from vllm.config import VllmConfig
 
     kc = kernel_cfg.KernelConfig
@@ -77,7 +76,7 @@ def extend_backend_literals() -> bool:
     moe = _with_swordfish(kernel_cfg.MoEBackend)
     wanted = {
         "linear_backend": linear,
-        "linear_backend_per_quant": typing.Optional[dict[str, linear]],
+        "linear_backend_per_quant": dict[str, linear] | None,
         "moe_backend": moe,
     }
     fields = {f.name: f for f in dataclasses.fields(kc)}
