@@ -86,6 +86,19 @@ inline constexpr int kNibbleOfFragment4[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 //   byte permute of bytes {0, 2} and {1, 3} yields the b0 and b1 pairs.
 inline constexpr int kByteOfFragment8[4] = {0, 2, 1, 3};
 
+// Closed forms of the two tables, usable at run time in device code (a
+// constexpr array is not addressable from __device__ functions).
+SF_HOST_DEVICE constexpr int nibble_of_fragment4(int f) { return f / 2 + 4 * (f % 2); }
+SF_HOST_DEVICE constexpr int byte_of_fragment8(int f) { return f / 2 + 2 * (f % 2); }
+static_assert(nibble_of_fragment4(0) == kNibbleOfFragment4[0] && nibble_of_fragment4(1) == kNibbleOfFragment4[1] &&
+              nibble_of_fragment4(2) == kNibbleOfFragment4[2] && nibble_of_fragment4(3) == kNibbleOfFragment4[3] &&
+              nibble_of_fragment4(4) == kNibbleOfFragment4[4] && nibble_of_fragment4(5) == kNibbleOfFragment4[5] &&
+              nibble_of_fragment4(6) == kNibbleOfFragment4[6] && nibble_of_fragment4(7) == kNibbleOfFragment4[7],
+              "closed form of the int4 nibble order");
+static_assert(byte_of_fragment8(0) == kByteOfFragment8[0] && byte_of_fragment8(1) == kByteOfFragment8[1] &&
+              byte_of_fragment8(2) == kByteOfFragment8[2] && byte_of_fragment8(3) == kByteOfFragment8[3],
+              "closed form of the int8 byte order");
+
 // (k, n) inside a block -> slot. k in [0, block_k(bits)), n in [0, 64).
 SF_HOST_DEVICE constexpr Slot locate(int bits, int k, int n) {
   const int c = n / 8, g = n % 8;
@@ -97,11 +110,11 @@ SF_HOST_DEVICE constexpr Slot locate(int bits, int k, int n) {
     const int s = k / 16;
     const int j = c / 2;
     const int f = f_in_pair + 4 * (c % 2);
-    return Slot{s * (kLanes * kLaneWords) + lane * kLaneWords + j, 4 * kNibbleOfFragment4[f]};
+    return Slot{s * (kLanes * kLaneWords) + lane * kLaneWords + j, 4 * nibble_of_fragment4(f)};
   }
   const int s = 2 * (k / 16) + c / 4;
   const int j = c % 4;
-  return Slot{s * (kLanes * kLaneWords) + lane * kLaneWords + j, 8 * kByteOfFragment8[f_in_pair]};
+  return Slot{s * (kLanes * kLaneWords) + lane * kLaneWords + j, 8 * byte_of_fragment8(f_in_pair)};
 }
 
 // Word offset of block (n_block, k_block) in a tensor with K rows.
