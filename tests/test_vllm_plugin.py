@@ -160,7 +160,7 @@ def test_kill_switch_is_read_at_call_time(monkeypatch, cuda_platform):
 
 
 def test_entry_point_declared_in_pyproject():
-    import tomllib
+    tomllib = pytest.importorskip("tomllib", reason="Python < 3.11")
     project = tomllib.loads((REPO / "pyproject.toml").read_text()).get("project", {})
     plugins = project.get("entry-points", {}).get("vllm.general_plugins", {})
     if "swordfish" not in plugins:
