@@ -169,8 +169,20 @@ def plan_tiles(M: int) -> tuple[int, int]:
     return -(-M // (16 * mg)), mg
 
 
+RAW_OFFSET = {(4, True): 136.0, (4, False): 0.0, (8, True): 0.0, (8, False): 1152.0}  # dequant::kRawOffset
+
+
+def use_fold(bits, group, channelwise, MT):
+    """decode_launch.cu use_fold."""
+    return MT == 1 and (channelwise or bits == 8 or group >= 64)
+
+
 def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1):
-    """y (M, N) float64 as decode_gemm.cuh computes it (fp32 accumulation emulated in fp64)."""
+    """y (M, N) float64 as decode_gemm.cuh computes it (fp32 accumulation emulated in fp64).
+
+    MT = 1 problems take the FOLD kernel when the launcher would: raw values
+    into the MMA, the scale applied per group (decode_gemm.cuh fold()).
+    """
     M, K = x.shape
     N = scales.shape[1]
     BK = fmt.block_k(bits)
@@ -180,6 +192,10 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     MT, MG = plan_tiles(M)
     units = quads * MG * KB
     gshift = 31 if channelwise else int(math.log2(group))
+    fold = use_fold(bits, group, channelwise, MT)
+    fold_mask = 0x3FFFFFFF if channelwise else (group // BK - 1 if fold else 0)
+    offset = RAW_OFFSET[(bits, dtype == torch.bfloat16)]
+    row_sums = fold and (offset != 0.0 or zeros is not None)
     words = packed.reshape(-1).to(torch.int64) & 0xFFFFFFFF  # uint32 words
     xs = x.to(torch.float64)
     sflat = scales.to(torch.float64).reshape(-1)
@@ -246,7 +262,11 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                 return torch.where(odd, hi[src], lo[src])  # (32, 8) the column's scale for each tile
 
             acc = torch.zeros(MT, 8, 32, 4, dtype=torch.float64)
+            raw = torch.zeros(8, 32, 4, dtype=torch.float64)
+            xsum = torch.zeros(32, 4, dtype=torch.float64)  # the kernel's xs[]: row sums of x per group
+            ones = torch.ones(32, 2, 2, dtype=torch.float64)
             seg_left, c_q, c_mg = min(KB - kb0, n), q0, mg0
+            c_kb = kb0
             for it in range(n):
                 wv, act, srows = stages[it]
                 for sl in range(NS):
@@ -260,6 +280,11 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                         v = values * s + (0 if zp is None else zp[:, tile][:, None])
                         return _round(v, dtype)
 
+                    def rawv(values):  # dequant::int4_raw / int8_raw: (q - B) + offset, exact
+                        return values.to(torch.float64) + offset
+
+                    if fold and row_sums:
+                        _mma(xsum, a[0], ones)
                     if bits == 4:
                         for j in range(4):
                             w = wv[sl, :, j]
@@ -268,6 +293,10 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                 lo = ((w >> (4 * i)) & 0xF) - 8
                                 hi = ((w >> (16 + 4 * i)) & 0xF) - 8
                                 pairs.append(torch.stack([lo, hi], 1).to(torch.float64))
+                            if fold:
+                                _mma(raw[2 * j], a[0], torch.stack([rawv(pairs[0]), rawv(pairs[1])], 1))
+                                _mma(raw[2 * j + 1], a[0], torch.stack([rawv(pairs[2]), rawv(pairs[3])], 1))
+                                continue
                             b0, b1 = frag(pairs[0], 2 * j), frag(pairs[1], 2 * j)
                             b2, b3 = frag(pairs[2], 2 * j + 1), frag(pairs[3], 2 * j + 1)
                             for mt in range(MT):
@@ -279,10 +308,28 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                 c = 4 * h + j
                                 w = wv[2 * sl + h, :, j]
                                 byte = [((w >> (8 * i)) & 0xFF) - 128 for i in range(4)]
-                                b0 = frag(torch.stack([byte[0], byte[2]], 1).to(torch.float64), c)
-                                b1 = frag(torch.stack([byte[1], byte[3]], 1).to(torch.float64), c)
+                                p0 = torch.stack([byte[0], byte[2]], 1).to(torch.float64)
+                                p1 = torch.stack([byte[1], byte[3]], 1).to(torch.float64)
+                                if fold:
+                                    _mma(raw[c], a[0], torch.stack([rawv(p0), rawv(p1)], 1))
+                                    continue
+                                b0, b1 = frag(p0, c), frag(p1, c)
                                 for mt in range(MT):
                                     _mma(acc[mt, c], a[mt], torch.stack([b0, b1], 1))
+                if fold:
+                    group_end = ((c_kb + 1) & fold_mask) == 0
+                    c_kb = 0 if c_kb + 1 == KB else c_kb + 1
+                    if group_end or seg_left == 1:
+                        # accumulator [c][i] of lane (g, t) is output column 8c + 2t + (i & 1)
+                        lo, hi, z = srows[0]
+                        for c in range(8):
+                            src = 4 * c + t  # the lane whose scale pair covers columns 8c + 2t, +1
+                            col_s = torch.stack([lo[src], hi[src], lo[src], hi[src]], 1)
+                            acc[0, c] += col_s * (raw[c] - offset * xsum)
+                            if z is not None:
+                                acc[0, c] += torch.stack([z[0][src], z[1][src], z[0][src], z[1][src]], 1) * xsum
+                        raw.zero_()
+                        xsum.zero_()
                 seg_left -= 1
                 if seg_left == 0:
                     colv = (4 * c_q + warp) * 64 + 2 * t
@@ -319,13 +366,15 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     return y
 
 
-def reference(x, q, scales, zeros, bias, *, bits, group, channelwise, dtype):
+def reference(x, q, scales, zeros, bias, *, bits, group, channelwise, dtype, round_weights=True):
+    """fp64 x @ W (+ bias); W rounded once to dtype (unrounded for the FOLD kernels, which never round W)."""
     K = x.shape[1]
     rows = torch.zeros(K, dtype=torch.int64) if channelwise else torch.arange(K) // group
     w = (q.to(torch.float64) - fmt.bias(bits)) * scales.to(torch.float64)[rows]
     if zeros is not None:
         w = w + zeros.to(torch.float64)[rows]
-    w = _round(w, dtype)
+    if round_weights:
+        w = _round(w, dtype)
     y = x.to(torch.float64) @ w
     if bias is not None:
         y = y + bias.to(torch.float64)
@@ -345,6 +394,13 @@ CASES = [
     (4, 3, 256, 320, 64, False, False, True, torch.bfloat16, 2 * 2, "partials", 2),
     (8, 9, 64, 256, 32, False, True, True, torch.float16, 1, "direct", 1),
     (4, 20, 128, 512, 128, False, False, True, torch.float16, 2, "direct", 1),
+    # MT = 1 FOLD kernels (fp32 per-group scale): ranges that start and end mid-group
+    (4, 2, 256, 256, 32, False, True, True, torch.bfloat16, 5, "atomic", 1),     # int4 g32: no FOLD
+    (4, 4, 512, 256, 128, False, True, False, torch.bfloat16, 5, "atomic", 1),   # offset 136 + zero points
+    (4, 1, 384, 192, 128, True, True, True, torch.bfloat16, 4, "atomic", 1),     # channelwise: fold at flush only
+    (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic", 1),    # offset 0
+    (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),    # offset 1152 + zeros, 4 units/group
+    (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 0, "partials", 3),
 ]
 
 
@@ -370,6 +426,8 @@ def test_emulated_kernel_matches_reference(case):
         grid = segs * parts
     y = emulate(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                 grid=grid, mode=mode, parts=parts)
-    ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype)
+    fold = use_fold(bits, group, channelwise, plan_tiles(M)[0])
+    ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
+                    round_weights=not fold)
     assert not torch.isnan(y).any(), "a padding row or unwritten output leaked into y"
     torch.testing.assert_close(y, ref, rtol=1e-9, atol=1e-9)

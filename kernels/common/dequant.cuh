@@ -94,6 +94,48 @@ SF_DEVICE void int8_pairs(uint32_t q, uint32_t (&w)[2]) {
   }
 }
 
+// ---------------------------------------------------------------- raw values (scale applied after the MMA)
+
+// Kernels that accumulate x . q per scale group in fp32 and apply the scale
+// (and zero point) once per group feed the tensor core "raw" values: v =
+// (q - B) + kRawOffset, whatever is cheapest to produce exactly, and subtract
+// kRawOffset * sum(x) afterwards. Every raw value is an integer of at most 11
+// significant bits, so its product with an fp16 / bf16 activation is exact in
+// fp32.
+//   int4 bf16: v = 128 + q (the LOP3 result itself, no fma): offset 136
+//   int4 fp16: v = q - 8 (int4_pairs): offset 0
+//   int8 bf16: v = q - 128 (int8_pairs): offset 0
+//   int8 fp16: v = 1024 + q (the PRMT result itself, no fma): offset 1152
+template <int BITS, bool BF16>
+inline constexpr float kRawOffset = BITS == 4 ? (BF16 ? 136.f : 0.f) : (BF16 ? 0.f : 1152.f);
+
+template <bool BF16>
+SF_DEVICE void int4_raw(uint32_t q, uint32_t (&w)[4]) {
+  if constexpr (BF16) {
+    constexpr uint32_t kMask = 0x000f000fu, kMagic = 0x43004300u;
+    w[0] = ptx::lop3<kAndOr>(q, kMask, kMagic);
+    w[1] = ptx::lop3<kAndOr>(q >> 4, kMask, kMagic);
+    w[2] = ptx::lop3<kAndOr>(q >> 8, kMask, kMagic);
+    w[3] = ptx::lop3<kAndOr>(q >> 12, kMask, kMagic);
+  } else {
+    int4_pairs<false>(q, w);
+  }
+}
+
+template <bool BF16>
+SF_DEVICE void int8_raw(uint32_t q, uint32_t (&w)[2]) {
+  if constexpr (BF16) {
+    int8_pairs<true>(q, w);
+  } else {
+    w[0] = ptx::prmt(q, 0x64646464u, 0x4240u);
+    w[1] = ptx::prmt(q, 0x64646464u, 0x4341u);
+  }
+}
+
+// Packed (1, 1): the B operand whose MMA yields the row sums of x.
+template <bool BF16>
+inline constexpr uint32_t kOnes = BF16 ? 0x3f803f80u : 0x3c003c00u;
+
 // ---------------------------------------------------------------- scale, zero point
 
 // (q - B) * s with one rounding. bf16 uses fma with -0 (sm80 has no

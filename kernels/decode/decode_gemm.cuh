@@ -102,13 +102,16 @@ SF_DEVICE uint32_t word(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? 
 // grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
 // balanced range of units; deterministic modes: segments * parts CTAs.
 // block: kThreads. dynamic smem: smem_bytes(BITS, MT, ZEROS).
-template <int BITS, bool BF16, int MT, bool ZEROS>
+template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD>
 __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ Params p) {
   constexpr int S = stages(BITS, MT);
   constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);
   constexpr int NS = slices_per_unit(BITS);
   constexpr int BK = format::block_k(BITS);
   static_assert(MT >= 1 && MT <= kMaxTiles, "1..4 m16 tiles per m-group");
+  static_assert(!FOLD || MT == 1, "the fp32 scale fold keeps a second accumulator set: MT = 1 only");
+  constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
+  constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);  // the fold needs sum(x) per group
 
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31;
@@ -140,8 +143,9 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
   const uint32_t ring_end = ring + S * L.bytes;
 
-  // Activation slots of rows no lane copies hold zeros, not stale bits: those
-  // rows only feed accumulator rows that are never stored.
+  // Activation slots start as zeros. A slot whose row is >= M is never
+  // copied (it may keep a valid row of an earlier m-group): such rows only
+  // feed accumulator rows that are never stored.
 #pragma unroll
   for (int st = 0; st < S; ++st)
 #pragma unroll
@@ -214,6 +218,81 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
       for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
 
   const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
+
+  // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
+  // (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
+  // acc += s * (raw - offset * xs) (+ zs * xs) in fp32 at each group end and
+  // before a flush, then clears them. No scale multiply, and for int4 bf16 /
+  // int8 fp16 no bias fma, per weight pair.
+  float raw[FOLD ? 8 : 1][4], xs[4];
+#pragma unroll
+  for (int c = 0; c < (FOLD ? 8 : 1); ++c)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[c][i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+
+  auto consume_fold = [&](uint32_t st) {
+    uint4 wv[format::kSubtiles];
+#pragma unroll
+    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+#pragma unroll
+    for (int sl = 0; sl < NS; ++sl) {
+      uint32_t a[4];
+      ptx::ldmatrix_x4(a, st + L.act_offset + sl * 512 + lane * 16);
+      if constexpr (kRowSums) detail::mma<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>);
+      if constexpr (BITS == 4) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t w[4];
+          dequant::int4_raw<BF16>(detail::word(wv[sl], j), w);
+          detail::mma<BF16>(raw[2 * j], a, w[0], w[1]);
+          detail::mma<BF16>(raw[2 * j + 1], a, w[2], w[3]);
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            uint32_t w[2];
+            dequant::int8_raw<BF16>(detail::word(wv[2 * sl + h], j), w);
+            detail::mma<BF16>(raw[4 * h + j], a, w[0], w[1]);
+          }
+        }
+      }
+    }
+  };
+
+  // The group's scale (and zero-point) row is the one staged with the unit
+  // just consumed (slot 0: FOLD never runs int4 g32, where a unit has two).
+  // Accumulator [c][i] of this lane is output column 8 c + 2 t + (i & 1): its
+  // scale pair (columns 8 c + 2 t, + 1) is the word lane 4 c + t loaded.
+  auto fold = [&](uint32_t st) {
+    const int t = lane & 3;
+    const uint32_t srow = ptx::lds_32(st + L.scale_offset + lane * 4);
+    const uint32_t zrow = ZEROS ? ptx::lds_32(st + L.zero_offset + lane * 4) : 0u;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const uint32_t sw = ptx::shfl_idx(srow, 4 * c + t);
+      const float sc[2] = {detail::to_f32<BF16>(static_cast<uint16_t>(sw & 0xffffu)),
+                           detail::to_f32<BF16>(static_cast<uint16_t>(sw >> 16))};
+      float zc[2] = {0.f, 0.f};
+      if constexpr (ZEROS) {
+        const uint32_t zw = ptx::shfl_idx(zrow, 4 * c + t);
+        zc[0] = detail::to_f32<BF16>(static_cast<uint16_t>(zw & 0xffffu));
+        zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zw >> 16));
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[c][i]) : raw[c][i];
+        acc[0][c][i] = fmaf(sc[i & 1], t_i, acc[0][c][i]);
+        if constexpr (ZEROS) acc[0][c][i] = fmaf(zc[i & 1], xs[i], acc[0][c][i]);
+        raw[c][i] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+  };
 
   auto consume = [&](uint32_t st) {
     uint4 wv[format::kSubtiles];
@@ -332,6 +411,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   }
   int seg_left = min(p.kblocks - kb0, n);  // units left in the current segment
   int c_q = q0, c_mg = mg0;
+  int c_kb = kb0;  // FOLD: k-block of the unit being consumed (group ends)
   for (int it = 0; it < n; ++it) {
     if (issued < n) {
       issue(prod);
@@ -341,10 +421,18 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
     prod += L.bytes;
     if (prod == ring_end) prod = ring;
     ptx::cp_async_wait<S - 1>();
-    consume(cons);
+    const bool seg_end = --seg_left == 0;
+    if constexpr (FOLD) {
+      consume_fold(cons);
+      const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
+      if (++c_kb == p.kblocks) c_kb = 0;
+      if (group_end || seg_end) fold(cons);
+    } else {
+      consume(cons);
+    }
     cons += L.bytes;
     if (cons == ring_end) cons = ring;
-    if (--seg_left == 0) {
+    if (seg_end) {
       flush(c_q, c_mg);
       if (++c_mg == p.mgroups) {
         c_mg = 0;
@@ -355,17 +443,23 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   }
 }
 
-template <int BITS, bool BF16, int MT, bool ZEROS>
+template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD = false>
 KernelHandle make_handle() {
-  return KernelHandle{reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, MT, ZEROS>), smem_bytes(BITS, MT, ZEROS),
-                      stages(BITS, MT)};
+  return KernelHandle{reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, MT, ZEROS, FOLD>),
+                      smem_bytes(BITS, MT, ZEROS), stages(BITS, MT)};
 }
 
-// Instances for one bit width (decode_gemm_int4.cu / decode_gemm_int8.cu).
+// Instances for one bit width (decode_gemm_int4.cu / decode_gemm_int8.cu):
+// dtype x MT 1..4 x zero points, plus the FOLD variants of MT = 1.
 template <int BITS>
-KernelHandle handle_for(bool bf16, int mt, bool zeros) {
-#define SF_DECODE_CASE(MT_)                                                                           \
-  case MT_:                                                                                           \
+KernelHandle handle_for(bool bf16, int mt, bool zeros, bool fold) {
+  if (fold) {
+    if (mt != 1) return KernelHandle{};
+    if (bf16) return zeros ? make_handle<BITS, true, 1, true, true>() : make_handle<BITS, true, 1, false, true>();
+    return zeros ? make_handle<BITS, false, 1, true, true>() : make_handle<BITS, false, 1, false, true>();
+  }
+#define SF_DECODE_CASE(MT_)                                                                                  \
+  case MT_:                                                                                                  \
     if (bf16) return zeros ? make_handle<BITS, true, MT_, true>() : make_handle<BITS, true, MT_, false>(); \
     return zeros ? make_handle<BITS, false, MT_, true>() : make_handle<BITS, false, MT_, false>();
   switch (mt) {

@@ -1,4 +1,4 @@
-// Instances of the decode mainloop for int4 weights (16: dtype x MT x zeros).
+// Instances of the decode mainloop for int4 weights (dtype x MT x zero points, + FOLD at MT = 1).
 // Split from int8 so a parallel build compiles them side by side.
 #include "kernels/decode/decode_gemm.cuh"
 #include "kernels/decode/decode_kernels.h"
@@ -6,7 +6,9 @@
 namespace swordfish {
 namespace decode {
 
-KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros) { return handle_for<4>(bf16, mt, zeros); }
+KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold) {
+  return handle_for<4>(bf16, mt, zeros, fold);
+}
 
 }  // namespace decode
 }  // namespace swordfish

@@ -27,6 +27,8 @@ struct Params {
   int mode;                // Mode (decode_config.h)
   int parts;               // deterministic modes: CTAs per segment (grid = segments * parts)
   int evict_first;         // 1: weights are read once (evict_first); 0: several m-groups re-read them
+  int fold_mask;           // FOLD kernels: a group ends after k-block kb when ((kb + 1) & fold_mask) == 0
+                           // (units per group - 1; 0x3fffffff for channelwise: at flushes only)
 };
 
 // A kernel instance as the launcher sees it.
@@ -36,9 +38,10 @@ struct KernelHandle {
   int stages = 0;
 };
 
-// The 16 instances (dtype x MT 1..4 x zero points) of one bit width.
-KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros);
-KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros);
+// The instances of one bit width: dtype x MT 1..4 x zero points, and the
+// FOLD variants (fp32 per-group scale fold, MT = 1 only; null handle otherwise).
+KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold);
+KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold);
 
 }  // namespace decode
 }  // namespace swordfish

@@ -47,7 +47,7 @@ struct Plan {
   int parts = 1;
   long long grid = 0;
   int occupancy = 0;
-  bool gather = false, init_y = false, pdl = false, evict_first = true;
+  bool gather = false, init_y = false, pdl = false, evict_first = true, fold = false;
   size_t ws_x = 0, ws_partials = 0;  // bytes; ws_x is a multiple of 256
   KernelHandle kernel;
 };
@@ -134,10 +134,16 @@ std::string check(const GemmProblem& p) {
   return "";
 }
 
-KernelHandle kernel_for(const GemmProblem& p, int mt) {
+// The fp32 per-group scale fold (FOLD kernels) for MT = 1: it removes the
+// per-pair scale multiply (and for int4 bf16 / int8 fp16 the bias fma) at
+// the cost of ~2-3 FFMA per accumulator per group; int4 g32 has two groups
+// per k64 unit, where that no longer pays.
+bool use_fold(const GemmProblem& p, int mt) { return mt == 1 && (p.channelwise || p.bits == 8 || p.group >= 64); }
+
+KernelHandle kernel_for(const GemmProblem& p, int mt, bool fold) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = p.zeros != nullptr;
-  return p.bits == 4 ? gemm_handle_int4(bf16, mt, zeros) : gemm_handle_int8(bf16, mt, zeros);
+  return p.bits == 4 ? gemm_handle_int4(bf16, mt, zeros, fold) : gemm_handle_int8(bf16, mt, zeros, fold);
 }
 
 // Everything launch() does, decided up front. Precondition: check(p) == "", M > 0.
@@ -154,7 +160,8 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
   }
   pl->segments = static_cast<long long>(pl->quads) * pl->mgroups;
   pl->units = pl->segments * pl->kblocks;
-  pl->kernel = kernel_for(p, pl->mt);
+  pl->fold = use_fold(p, pl->mt);
+  pl->kernel = kernel_for(p, pl->mt, pl->fold);
   if (pl->kernel.fn == nullptr) {
     *err = "decode: no kernel instance for MT = " + std::to_string(pl->mt);
     return false;
@@ -221,7 +228,7 @@ std::string describe(const GemmProblem& p) {
   Plan pl;
   if (!make_plan(p, &pl, &why)) return why;
   return std::string("decode int") + std::to_string(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") +
-         " mt=" + std::to_string(pl.mt) + " mgroups=" + std::to_string(pl.mgroups) +
+         " mt=" + std::to_string(pl.mt) + (pl.fold ? " fold" : "") + " mgroups=" + std::to_string(pl.mgroups) +
          " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
          " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +
          " parts=" + std::to_string(pl.parts) + " pdl=" + std::to_string(pl.pdl ? 1 : 0) +
@@ -289,6 +296,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   gp.mode = pl.mode;
   gp.parts = pl.parts;
   gp.evict_first = pl.evict_first ? 1 : 0;
+  gp.fold_mask = !pl.fold ? 0 : p.channelwise ? 0x3fffffff : p.group / format::block_k(p.bits) - 1;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(pl.grid));
