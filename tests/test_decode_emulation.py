@@ -193,7 +193,7 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     units = quads * MG * KB
     gshift = 31 if channelwise else int(math.log2(group))
     fold = use_fold(bits, group, channelwise, MT)
-    fold_mask = 0x3FFFFFFF if channelwise else (group // BK - 1 if fold else 0)
+    fold_mask = ((128 if channelwise else group) // BK - 1) if fold else 0
     offset = RAW_OFFSET[(bits, dtype == torch.bfloat16)]
     row_sums = fold and (offset != 0.0 or zeros is not None)
     words = packed.reshape(-1).to(torch.int64) & 0xFFFFFFFF  # uint32 words
@@ -397,7 +397,7 @@ CASES = [
     # MT = 1 FOLD kernels (fp32 per-group scale): ranges that start and end mid-group
     (4, 2, 256, 256, 32, False, True, True, torch.bfloat16, 5, "atomic", 1),     # int4 g32: no FOLD
     (4, 4, 512, 256, 128, False, True, False, torch.bfloat16, 5, "atomic", 1),   # offset 136 + zero points
-    (4, 1, 384, 192, 128, True, True, True, torch.bfloat16, 4, "atomic", 1),     # channelwise: fold at flush only
+    (4, 1, 384, 192, 128, True, True, True, torch.bfloat16, 4, "atomic", 1),     # channelwise: folds every 128 rows
     (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic", 1),    # offset 0
     (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),    # offset 1152 + zeros, 4 units/group
     (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 0, "partials", 3),

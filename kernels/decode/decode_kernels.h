@@ -27,8 +27,8 @@ struct Params {
   int mode;                // Mode (decode_config.h)
   int parts;               // deterministic modes: CTAs per segment (grid = segments * parts)
   int evict_first;         // 1: weights are read once (evict_first); 0: several m-groups re-read them
-  int fold_mask;           // FOLD kernels: a group ends after k-block kb when ((kb + 1) & fold_mask) == 0
-                           // (units per group - 1; 0x3fffffff for channelwise: at flushes only)
+  int fold_mask;           // FOLD kernels: fold after k-block kb when ((kb + 1) & fold_mask) == 0
+                           // (units per group - 1; channelwise: units per 128 rows - 1)
 };
 
 // A kernel instance as the launcher sees it.

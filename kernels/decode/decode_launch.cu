@@ -296,7 +296,10 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   gp.mode = pl.mode;
   gp.parts = pl.parts;
   gp.evict_first = pl.evict_first ? 1 : 0;
-  gp.fold_mask = !pl.fold ? 0 : p.channelwise ? 0x3fffffff : p.group / format::block_k(p.bits) - 1;
+  // Channelwise folds every 128 rows as well: the raw accumulators carry
+  // kRawOffset * sum(x), and the tensor core's fp32 accumulation error grows
+  // with their magnitude, so they are kept short.
+  gp.fold_mask = !pl.fold ? 0 : (p.channelwise ? 128 : p.group) / format::block_k(p.bits) - 1;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(pl.grid));
