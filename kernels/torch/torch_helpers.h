@@ -130,7 +130,9 @@ inline bool fits_int(int64_t v) { return v >= 0 && v <= INT32_MAX; }
 // the one a captured CUDA graph or torch.cuda.stream() context selects.
 inline void* current_cuda_stream(int32_t device) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  // Checked by hand: STABLE_TORCH_ERROR_CODE_CHECK is absent from torch 2.11's headers.
+  const AOTITorchError err = aoti_torch_get_current_cuda_stream(device, &stream);
+  if (err != AOTI_TORCH_SUCCESS) fail_runtime("stream", "cannot get the current CUDA stream of device ", device);
   return stream;
 }
 
