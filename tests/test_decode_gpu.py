@@ -202,20 +202,23 @@ def test_m_zero():
 # ----------------------------------------------------------------------------- contracts
 
 
+@pytest.mark.parametrize("rows", [12, 40], ids=["mt1_fold", "mt3"])
 @pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("bits,dtype,zeros,act_order", [
-    (4, torch.bfloat16, False, False), (4, torch.float16, True, True),
-    (8, torch.bfloat16, True, False), (8, torch.float16, False, True),
+    (4, torch.bfloat16, False, False), (4, torch.float16, True, True), (4, torch.bfloat16, True, False),
+    (8, torch.bfloat16, True, False), (8, torch.float16, False, True), (8, torch.float16, True, False),
 ])
-def test_one_hot_reproduces_dequantized_weight_exactly(bits, dtype, zeros, act_order, deterministic):
+def test_one_hot_reproduces_dequantized_weight_exactly(bits, dtype, zeros, act_order, deterministic, rows):
     """x = rows of the identity: y must equal rows of the dequantized weight bit for bit.
 
     Products with 1 and 0 are exact, fp32 sums of one value and zeros are exact,
-    and the value is already a dtype number, so no rounding may change it.
+    and the value is already a dtype number, so no rounding may change it. The
+    FOLD kernels (M <= 16) compute s * (q - B) (+ zs) in fp32 and round once:
+    the same value.
     """
     w = Weight(bits=bits, K=512, N=256, group=64, channelwise=False, zeros=zeros, act_order=act_order,
                dtype=dtype, seed=7 + bits)
-    ks = torch.randperm(w.K)[:40]
+    ks = torch.randperm(w.K)[:rows]
     x = torch.zeros(len(ks), w.K, dtype=dtype, device="cuda")
     x[torch.arange(len(ks)), ks.cuda()] = 1
     y = w.gemm(x, None, deterministic)
