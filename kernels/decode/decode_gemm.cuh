@@ -152,6 +152,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
     for (int i = 0; i < MT * NS; ++i)
       ptx::sts_128(ring + st * L.bytes + L.act_offset + i * 512 + lane * 16, make_uint4(0, 0, 0, 0));
 
+  const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
+
   // ---- producer: the unit it issues next, as cursors
   const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8;  // ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8
@@ -190,7 +192,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
     const int k0 = p_kb * BK;
 #pragma unroll
     for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
-      // int4: row of k0 (slices 0, 1) and of k0 + 32 (slices 2, 3); equal unless group == 32
+      // int4 g32: the rows of k0 (slices 0, 1) and of k0 + 32 (slices 2, 3); one row otherwise
+      if (r == 1 && !two_rows) break;
       const int off = ((k0 + r * 32) >> p.gshift) * p.N + p_scol;
       ptx::cp_async_4_ca(st + L.scale_offset + r * 128 + lane * 4, p.scales + off);
       if constexpr (ZEROS) ptx::cp_async_4_ca(st + L.zero_offset + r * 128 + lane * 4, p.zeros + off);
@@ -217,7 +220,6 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
 
-  const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
 
   // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
   // (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
