@@ -13,6 +13,11 @@ K: the atomic epilogue rounds the running output once per contribution, at
 most one per k-block (K / block_k), giving a relative Frobenius error of about
 u * sqrt(contributions); the deterministic epilogue sums in fp32 and rounds
 once.
+
+Sanitizers (small cases of every kernel: atomic, direct and partials modes,
+int4/int8, MT 1 FOLD / 3, two m-groups, act-order prep, reduce):
+    compute-sanitizer --tool memcheck  python -m pytest -q tests/test_decode_gpu.py -k test_odd_shapes
+    compute-sanitizer --tool racecheck python -m pytest -q tests/test_decode_gpu.py -k "test_odd_shapes and 64-64"
 """
 
 from __future__ import annotations
