@@ -81,7 +81,7 @@ PY
 if has_stage test; then
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  within "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q -x tests -rs --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} \
+  within "${TEST_TIMEOUT:-300}" "$PY" -m pytest -q tests -rs --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-} \
     >"$OUT/pytest.log" 2>&1
   rc=$?
   say "pytest: exit $rc in $(( $(date +%s) - t0 ))s: $(tail -n 1 "$OUT/pytest.log")"
@@ -93,6 +93,16 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
     for prop in case.iter("property"):
         print(f"  {case.get('name')}: {prop.get('name')} = {prop.get('value')}")
 PY
+fi
+
+if has_stage probe; then
+  # Argument errors inside the ops must reach Python as exceptions (the
+  # installed build, and a carried prebuilt/_C.so when there is one).
+  within 120 "$PY" scripts/probe_op_errors.py 2>&1 | tee -a "$SUMMARY"
+  if [ -f prebuilt/_C.so ]; then
+    say "probe with the carried prebuilt/_C.so:"
+    within 120 "$PY" scripts/probe_op_errors.py "$ROOT/prebuilt/_C.so" 2>&1 | tee -a "$SUMMARY"
+  fi
 fi
 
 if has_stage bench; then
