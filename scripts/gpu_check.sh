@@ -10,6 +10,7 @@
 # Usage (from the repository root, device tool with carry [".whl"]):
 #   bash scripts/gpu_check.sh                 # all stages
 #   STAGES="build test" bash scripts/gpu_check.sh
+#   STAGES="prebuilt test" bash scripts/gpu_check.sh   # carry prebuilt/_C.so (built here, see CONTRIBUTING)
 #   PYTEST_ARGS="-k prepack" BENCH_ARGS="--preset llama-3-8b" bash scripts/gpu_check.sh
 # The whole call must fit the device tool's 10-minute limit: every stage runs
 # under `timeout`, at most its own limit (seconds: BUILD_TIMEOUT, TEST_TIMEOUT,
@@ -56,6 +57,13 @@ say "gpu_check: stages '$STAGES', archs $SWORDFISH_CUDA_ARCHS, commit $(git rev-
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1 \
   | tee -a "$SUMMARY"
+
+if has_stage prebuilt; then
+  # A _C.so compiled on the CPU machine against torch 2.14's headers (stable
+  # ABI target 2.11) and carried as prebuilt/_C.so: used instead of building here.
+  cp prebuilt/_C.so swordfish_backend/_C.so && say "using the carried prebuilt/_C.so" \
+    || { say "prebuilt stage: no prebuilt/_C.so to use"; status=1; }
+fi
 
 if has_stage build; then
   if compgen -G ".whl/*.whl" >/dev/null; then

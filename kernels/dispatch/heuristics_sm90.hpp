@@ -1,18 +1,20 @@
 // Crossover table for Hopper (sm90: H100, H200).
 //
-// PROVISIONAL: nothing here is measured yet. The values are estimates made
-// before the first H200 run; replace each with the measured crossover and
-// the command that measured it. The measurement (about 4 minutes on the H200,
-// with the extension built for 90a):
+// The dense-vs-decode thresholds below are MEASURED on the H200 (132 SMs),
+// 2026-12-02, at commit e30f49b, with
 //
-//   python benchmarks/bench_dispatch.py --out benchmarks/results/h200
+//   python benchmarks/bench_dispatch.py --out <dir>
 //
-// It times decode (forced), dense (forced), auto and cuBLAS bf16 over
-// M = 1 ... 8192 on the eight Llama-3 shapes, int4 g128 and int8 g128 bf16,
-// and prints, per shape and format, the smallest M from which dense stays
-// faster than decode ("crossover"); the table takes the smallest over the
-// shapes (rounded down to a sweep point) unless a shape class needs its own
-// key (K >= 2N has one).
+// (decode forced, dense forced, auto and cuBLAS bf16 over M = 1 ... 8192 on
+// the eight Llama-3 shapes, int4 g128 and int8 g128 bf16; results in
+// benchmarks/results/h200/2026-12-02/). Per shape, the smallest sweep M from
+// which dense stays faster than decode:
+//   int4: 8B o 64; 8B qkv, 8B gate_up, 70B o 96; 8B down, 70B qkv,
+//         70B gate_up, 70B down 128
+//   int8: 8B o 64; every other shape 96
+// The sweep steps 64 -> 96 -> 128, so each value is the sweep point at which
+// most shapes have crossed; at the shapes that cross a step earlier or later
+// the two paths are within ~4% there.
 #pragma once
 
 #include "kernels/dispatch/heuristics.hpp"
@@ -22,7 +24,7 @@ namespace dispatch {
 namespace heuristics {
 
 inline constexpr Table kSm90 = {
-    "sm90 (PROVISIONAL, unmeasured)",
+    "sm90 (H200-measured dense crossovers, 2026-12-02)",
     // Decode against the sm90 prefill mainloop. There is no sm90 prefill in
     // this build, so these are never consulted; they are the write-up's B200
     // values (decode always <= 55; < 96 while N / 128 CTAs underfill the SMs;
@@ -37,16 +39,13 @@ inline constexpr Table kSm90 = {
     /*dense_vs_fused=*/DenseFrom{/*int4=*/4096, /*int4_k_heavy=*/4096, /*int8=*/1024, /*int8_k_heavy=*/1024,
                                  /*act_order=*/512},
     // Dense against decode alone: what this build uses on the H200.
-    // PROVISIONAL estimate from rooflines, not a measurement: at M = 512 on
-    // 70B o (8192 x 8192) int4 the tier costs ~47 us of dequant (168 MB at
-    // ~3.6 TB/s) plus ~150 us of cuBLAS (GPU.md: ~470 TFLOP/s at M = 256-512),
-    // while an mma.sync mainloop at an assumed ~250 TFLOP/s needs ~275 us; at
-    // M = 256 the two are within ~15%. int8 halves decode's weight advantage,
-    // act-order adds decode's gather: both cross earlier (write-up, "The dense
-    // tier"). Measure: the command above; then write "measured: M = ... on
-    // <shape list>, bench_dispatch.py <args>, <date>" next to each value.
-    /*dense_vs_decode=*/DenseFrom{/*int4=*/512, /*int4_k_heavy=*/512, /*int8=*/256, /*int8_k_heavy=*/256,
-                                  /*act_order=*/256},
+    // measured: int4 96 (8B qkv / gate_up, 70B o cross at 96; 8B o at 64; 70B qkv / gate_up at 128)
+    // measured: int4 K >= 2N 128 (8B down and 70B down cross at 128)
+    // measured: int8 96 and int8 K >= 2N 96 (every shape but 8B o, which crosses at 64)
+    // act_order: NOT measured (bench_dispatch.py --act-order); decode pays a gather prep for act-order
+    // that the dense tier folds into its writes, so it cannot cross later than plain int4/int8: 96.
+    /*dense_vs_decode=*/DenseFrom{/*int4=*/96, /*int4_k_heavy=*/128, /*int8=*/96, /*int8_k_heavy=*/96,
+                                  /*act_order=*/96},
 };
 
 }  // namespace heuristics
