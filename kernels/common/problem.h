@@ -25,6 +25,16 @@ enum class Path : int {
   kPrefill = 3,  // wgmma / tcgen05 prefill mainloop (kernels/prefill)
 };
 
+constexpr const char* path_name(Path p) {
+  switch (p) {
+    case Path::kAuto: return "auto";
+    case Path::kDecode: return "decode";
+    case Path::kDense: return "dense";
+    case Path::kPrefill: return "prefill";
+  }
+  return "unknown";
+}
+
 struct GemmProblem {
   const void* x = nullptr;          // (M, K) row-major, dtype
   const int32_t* packed = nullptr;  // format v1, (N/64, K/block_k, 512) int32

@@ -33,16 +33,6 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
-const char* path_name(Path p) {
-  switch (p) {
-    case Path::kAuto: return "auto";
-    case Path::kDecode: return "decode";
-    case Path::kDense: return "dense";
-    case Path::kPrefill: return "prefill";
-  }
-  return "unknown";
-}
-
 std::string arch(const GemmProblem& p) { return "sm" + str(p.cc_major) + str(p.cc_minor); }
 
 // What every path needs; the reason names the offending value.

@@ -24,16 +24,6 @@ namespace swordfish {
 namespace torch_ops {
 namespace {
 
-const char* path_name(Path p) {
-  switch (p) {
-    case Path::kAuto: return "auto";
-    case Path::kDecode: return "decode";
-    case Path::kDense: return "dense";
-    case Path::kPrefill: return "prefill";
-  }
-  return "unknown";
-}
-
 // SM count and compute capability of a device, queried once per device.
 struct DeviceInfo {
   int sm_count, cc_major, cc_minor;
