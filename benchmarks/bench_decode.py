@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 
 from swordfish_backend import format as fmt
 from swordfish_backend import ops
+from swordfish_backend.bench import time_calls
 
 HBM_NOMINAL_TBPS = 4.18  # H200 read ceiling measured 2026-12-02 (shared/GPU.md)
 SHAPES = {
@@ -37,53 +37,24 @@ SHAPES = {
 PATH_DECODE = 1
 
 
-def time_graph(calls, *, target_us=20000.0, replays=30):
-    """Median microseconds per call over CUDA-graph replays of `calls` cycled back to back."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for c in calls:  # eager warm-up: errors surface before capture
-            c()
-        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0.record(stream)
-        for c in calls:
-            c()
-        t1.record(stream)
-    t1.synchronize()
-    eager_us = max(t0.elapsed_time(t1) * 1e3 / len(calls), 1.0)
-    n = len(calls) * max(1, min(64, math.ceil(target_us / (eager_us * len(calls)))))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        graph.capture_begin()
-        for i in range(n):
-            calls[i % len(calls)]()
-        graph.capture_end()
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
-    for a, b in events:
-        a.record()
-        graph.replay()
-        b.record()
-    events[-1][1].synchronize()
-    us = statistics.median(a.elapsed_time(b) * 1e3 for a, b in events) / n
-    del graph
-    return us
+def time_graph(calls):
+    """Median microseconds per call over CUDA-graph replays of `calls` cycled back to back
+    (the same timer as `swordfish bench`)."""
+    return time_calls(calls, torch.cuda.current_device())[0]
 
 
 def hbm_read_tbps():
     free, _ = torch.cuda.mem_get_info()
     nbytes = int(min(4 << 30, free // 8)) // 4096 * 4096
     buf = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
-    us = time_graph([buf.sum], target_us=50000.0, replays=10)
+    us = time_graph([buf.sum])
     del buf
     torch.cuda.empty_cache()
     return nbytes / us / 1e6
 
 
 def copies_for(nbytes):
-    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 60 << 20) or (60 << 20)
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (60 << 20)
     free, _ = torch.cuda.mem_get_info()
     return int(max(2, min(math.ceil(3 * l2 / nbytes), 24, (free // 4) // max(nbytes, 1))))
 
