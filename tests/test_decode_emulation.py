@@ -182,6 +182,9 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
 
     MT = 1 problems take the FOLD kernel when the launcher would: raw values
     into the MMA, the scale applied per group (decode_gemm.cuh fold()).
+    This is gemm_kernel; the launcher runs M <= 8 on swap_kernel instead
+    (emulate_swap below), so the M <= 8 cases here keep gemm_kernel's index
+    math checked for kSwapEnabled = false.
     """
     M, K = x.shape
     N = scales.shape[1]
@@ -430,4 +433,264 @@ def test_emulated_kernel_matches_reference(case):
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)
     assert not torch.isnan(y).any(), "a padding row or unwritten output leaked into y"
+    torch.testing.assert_close(y, ref, rtol=1e-9, atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- swapped operands (M <= 8)
+#
+# kernels/decode/decode_swap.cuh: y^T = W x^T, the weight as the m16 A operand
+# (rows = output columns), up to 8 tokens as the n8 B operand.
+
+SWAP_MAX_M = 8  # decode_config.h kSwapMaxM (the launcher takes swap_kernel for M <= 8)
+
+
+def _a_matrix(a: torch.Tensor) -> torch.Tensor:
+    """The 16 x 16 A tile of mma.sync.m16n8k16 from its registers a (32 lanes, 4, 2), PTX ISA layout."""
+    g, t = LANES // 4, LANES % 4
+    A = torch.full((16, 16), float("nan"), dtype=torch.float64)
+    for e in range(2):
+        A[g, 2 * t + e] = a[:, 0, e].to(torch.float64)
+        A[g + 8, 2 * t + e] = a[:, 1, e].to(torch.float64)
+        A[g, 2 * t + 8 + e] = a[:, 2, e].to(torch.float64)
+        A[g + 8, 2 * t + 8 + e] = a[:, 3, e].to(torch.float64)
+    return A
+
+
+def _int4_pairs(w: torch.Tensor) -> list[torch.Tensor]:
+    """(q - 8) pairs i = 0..3 of int4 words w (32,): pair i = nibbles i (lo half), i + 4 (hi half)."""
+    return [torch.stack([((w >> (4 * i)) & 0xF) - 8, ((w >> (16 + 4 * i)) & 0xF) - 8], 1) for i in range(4)]
+
+
+def _int8_pairs(w: torch.Tensor) -> list[torch.Tensor]:
+    """(q - 128) pairs b0 (bytes 0, 2) and b1 (bytes 1, 3) of int8 words w (32,)."""
+    byte = [((w >> (8 * i)) & 0xFF) - 128 for i in range(4)]
+    return [torch.stack([byte[0], byte[2]], 1), torch.stack([byte[1], byte[3]], 1)]
+
+
+def _swap_a_pairs(bits: int, wv: torch.Tensor, sl: int, m: int) -> list[torch.Tensor]:
+    """decode_swap.cuh a_tile: registers (a0, a1, a2, a3) of m16 tile m, k16 slice sl, from the words wv (4, 32, 4)."""
+    if bits == 4:
+        p = _int4_pairs(wv[sl, :, m])
+        return [p[0], p[2], p[1], p[3]]
+    sub = wv[2 * sl + m // 2]
+    c0, c1 = _int8_pairs(sub[:, 2 * (m % 2)]), _int8_pairs(sub[:, 2 * (m % 2) + 1])
+    return [c0[0], c1[0], c0[1], c1[1]]
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_swap_a_fragment_is_the_weight_tile(bits):
+    """The LOP3 / PRMT pairs of format v1 words, taken as (a0, a1, a2, a3), are W[16m .. 16m + 15, k16 slice]."""
+    gen = torch.Generator().manual_seed(99 + bits)
+    BK = fmt.block_k(bits)
+    q = torch.randint(0, 1 << bits, (BK, 64), generator=gen)
+    words = fmt.pack_reference(q, bits).reshape(-1).to(torch.int64) & 0xFFFFFFFF
+    wv = torch.stack([words[(LANES * 4 + 128 * s)[:, None] + torch.arange(4)] for s in range(4)])  # (4, 32, 4)
+    wt = (q - fmt.bias(bits)).t().to(torch.float64)  # (n, k): A rows are output columns
+    for sl in range(BK // 16):
+        for m in range(4):
+            a = torch.stack(_swap_a_pairs(bits, wv, sl, m), 1)  # (32, 4, 2)
+            A = _a_matrix(a)
+            assert torch.equal(A, wt[16 * m: 16 * m + 16, 16 * sl: 16 * sl + 16]), (sl, m)
+
+
+def test_swap_b_fragment_from_ldmatrix():
+    """Non-transposed ldmatrix.x4 of the (8 tokens, k32) slice staged lane l = (token l % 8, k 8 (l / 8) ..)
+    yields b0 = x[g][2t, 2t+1], b1 = x[g][2t+8, 2t+9] of k16 slice 0 (registers 0, 1) and slice 1 (2, 3)."""
+    x = torch.arange(8 * 32, dtype=torch.float64).reshape(8, 32)
+    slots = torch.stack([x[l % 8, 8 * (l // 8): 8 * (l // 8) + 8] for l in range(32)])
+    regs = _ldmatrix_x4(slots)
+    g, t = LANES // 4, LANES % 4
+    for h in range(2):
+        for e in range(2):
+            assert torch.equal(regs[:, 2 * h, e], x[g, 16 * h + 2 * t + e])
+            assert torch.equal(regs[:, 2 * h + 1, e], x[g, 16 * h + 2 * t + 8 + e])
+
+
+def _expand(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """decode_gemm.cuh expand_row: (32 lanes, 8) the scale of column 8 c + g for c = 0..7."""
+    src = 4 * torch.arange(8)[None, :] + (LANES >> 3)[:, None]
+    odd = ((LANES >> 2) & 1).bool()[:, None]
+    return torch.where(odd, hi[src], lo[src])
+
+
+def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1):
+    """y (M, N) float64 as decode_swap.cuh computes it (M <= 8). Tokens >= M are NaN in the staged
+    activations (the kernel leaves them zero): a leak into a stored output shows up as NaN."""
+    M, K = x.shape
+    assert 1 <= M <= SWAP_MAX_M
+    N = scales.shape[1]
+    BK = fmt.block_k(bits)
+    NS = BK // 16
+    KB, ncols = K // BK, N // 64
+    quads = -(-ncols // 4)
+    units = quads * KB
+    gshift = 31 if channelwise else int(math.log2(group))
+    fold = use_fold(bits, group, channelwise, 1)
+    fold_mask = ((128 if channelwise else group) // BK - 1) if fold else 0
+    offset = RAW_OFFSET[(bits, dtype == torch.bfloat16)]
+    row_sums = fold and (offset != 0.0 or zeros is not None)
+    words = packed.reshape(-1).to(torch.int64) & 0xFFFFFFFF
+    xs = x.to(torch.float64)
+    sflat = scales.to(torch.float64).reshape(-1)
+    zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
+    y = torch.zeros(M, N, dtype=torch.float64)
+    if mode == "atomic" and bias is not None:
+        y += bias.to(torch.float64)
+    filled = torch.zeros(M, N, dtype=torch.int64)
+    partial = torch.zeros(parts, M, N, dtype=torch.float64)
+    x_tok, x_col = LANES & 7, (LANES >> 3) * 8
+    g, t = LANES // 4, LANES % 4
+    odd = (g & 1).bool()
+    ones_a = torch.ones(32, 4, 2, dtype=torch.float64)
+
+    for b in range(grid):
+        if mode == "atomic":
+            cta_u0, cta_u1 = b * units // grid, (b + 1) * units // grid
+        else:
+            seg, part = divmod(b, parts)
+            cta_u0, cta_u1 = seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
+        for warp in range(4):
+            warp_quads = (ncols - warp + 3) >> 2
+            u0, u1 = cta_u0, min(cta_u1, warp_quads * KB)
+            if u0 >= u1:
+                continue
+            n = u1 - u0
+            q0 = u0 // KB
+            kb0 = u0 - q0 * KB
+
+            stages = []
+            p_kb, p_q = kb0, q0
+            for _ in range(n):
+                col = 4 * p_q + warp
+                wbase = ((col * KB + p_kb) * 2048 + LANES * 16) // 4
+                wv = torch.stack([words[(wbase + s * 128)[:, None] + torch.arange(4)] for s in range(4)])
+                act = torch.full((NS // 2, 32, 8), float("nan"), dtype=torch.float64)
+                for h in range(NS // 2):
+                    for lane in range(32):
+                        if x_tok[lane] < M:
+                            k = p_kb * BK + int(x_col[lane]) + 32 * h
+                            act[h, lane] = xs[x_tok[lane], k: k + 8]
+                k0 = p_kb * BK
+                srows = []
+                for r in range(2 if bits == 4 else 1):
+                    off = ((k0 + r * 32) >> gshift) * N + col * 64 + 2 * LANES
+                    srows.append((sflat[off], sflat[off + 1], None if zflat is None else (zflat[off], zflat[off + 1])))
+                stages.append((wv, act, srows))
+                p_kb += 1
+                if p_kb == KB:
+                    p_kb, p_q = 0, p_q + 1
+
+            acc = torch.zeros(4, 32, 4, dtype=torch.float64)
+            raw = torch.zeros(4, 32, 4, dtype=torch.float64)
+            xsum = torch.zeros(32, 4, dtype=torch.float64)
+            seg_left, c_q, c_kb = min(KB - kb0, n), q0, kb0
+            for it in range(n):
+                wv, act, srows = stages[it]
+                xb = [_ldmatrix_x4(act[h]) for h in range(NS // 2)]
+                for sl in range(NS):
+                    row = 1 if (bits == 4 and sl >= 2 and gshift == 5) else 0
+                    sp = _expand(*srows[row][:2])
+                    zp = None if srows[row][2] is None else _expand(*srows[row][2])
+                    bfr = xb[sl // 2][:, 2 * (sl % 2): 2 * (sl % 2) + 2]  # (32, 2 regs, 2 halves)
+                    if fold and row_sums:
+                        _mma(xsum, ones_a, bfr)
+                    for m in range(4):
+                        regs = _swap_a_pairs(bits, wv, sl, m)
+                        if fold:
+                            a = torch.stack([r.to(torch.float64) + offset for r in regs], 1)
+                            _mma(raw[m], a, bfr)
+                        else:
+                            a = []
+                            for i, r in enumerate(regs):  # rows g (a0, a2): tile 2m; rows g + 8 (a1, a3): tile 2m + 1
+                                c = 2 * m + (i & 1)
+                                v = r.to(torch.float64) * sp[:, c][:, None] + (0 if zp is None else zp[:, c][:, None])
+                                a.append(_round(v, dtype))
+                            _mma(acc[m], torch.stack(a, 1), bfr)
+                if fold:
+                    group_end = ((c_kb + 1) & fold_mask) == 0
+                    c_kb = 0 if c_kb + 1 == KB else c_kb + 1
+                    if group_end or seg_left == 1:
+                        sp = _expand(*srows[0][:2])
+                        zp = None if srows[0][2] is None else _expand(*srows[0][2])
+                        for m in range(4):
+                            for i in range(4):
+                                c = 2 * m + i // 2
+                                acc[m, :, i] += sp[:, c] * (raw[m, :, i] - offset * xsum[:, i])
+                                if zp is not None:
+                                    acc[m, :, i] += zp[:, c] * xsum[:, i]
+                        raw.zero_()
+                        xsum.zero_()
+                seg_left -= 1
+                if seg_left == 0:
+                    tok = 2 * t + odd.long()
+                    colv = (4 * c_q + warp) * 64 + (g & ~1)
+                    for m in range(4):
+                        for h in range(2):
+                            lo, hi = acc[m, :, 2 * h], acc[m, :, 2 * h + 1]
+                            send = torch.where(odd, lo, hi)
+                            other = send[LANES ^ 4]  # shfl.bfly 4
+                            v0s, v1s = torch.where(odd, other, lo), torch.where(odd, hi, other)
+                            for lane in range(32):
+                                if tok[lane] >= M:
+                                    continue
+                                rr, cc = int(tok[lane]), int(colv[lane]) + 16 * m + 8 * h
+                                v0, v1 = v0s[lane].item(), v1s[lane].item()
+                                if mode == "atomic":
+                                    y[rr, cc] += v0
+                                    y[rr, cc + 1] += v1
+                                elif mode == "direct":
+                                    bb = (0.0, 0.0) if bias is None else (float(bias[cc]), float(bias[cc + 1]))
+                                    y[rr, cc], y[rr, cc + 1] = v0 + bb[0], v1 + bb[1]
+                                    filled[rr, cc] += 1
+                                    filled[rr, cc + 1] += 1
+                                else:
+                                    partial[b % parts, rr, cc] = v0
+                                    partial[b % parts, rr, cc + 1] = v1
+                    acc.zero_()
+                    c_q += 1
+                    seg_left = min(KB, n - it - 1)
+    if mode == "partials":
+        y = partial.sum(0) + (0 if bias is None else bias.to(torch.float64))
+    if mode == "direct":
+        assert int(filled.min()) == 1 and int(filled.max()) == 1, "direct mode must store every output exactly once"
+    return y
+
+
+SWAP_CASES = [c for c in CASES if c[1] <= SWAP_MAX_M] + [
+    # bits, M, K, N, group, channelwise, zeros, bias, dtype, grid, mode, parts
+    (4, 8, 256, 320, 32, False, True, True, torch.float16, 5, "atomic", 1),       # g32 (no FOLD), two rows, full n8
+    (8, 8, 128, 576, 64, False, False, True, torch.bfloat16, 4, "atomic", 1),     # 9 columns: partial quad
+    (4, 7, 128, 256, -1, True, False, False, torch.float16, 0, "direct", 1),
+    (8, 2, 256, 128, 32, False, True, True, torch.float16, 0, "partials", 3),
+    (4, 1, 512, 128, 64, False, False, True, torch.bfloat16, 0, "partials", 5),   # parts that split groups
+]
+
+
+@pytest.mark.parametrize("case", SWAP_CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
+def test_emulated_swap_kernel_matches_reference(case):
+    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
+    if channelwise:
+        group = 128 if K % 128 == 0 else 64
+    gen = torch.Generator().manual_seed(4321 + M + K + N)
+    q = torch.randint(0, 1 << bits, (K, N), generator=gen)
+    ngroups = K // group
+    scales = (torch.rand(ngroups, N, generator=gen) * 0.02 + 0.005).to(dtype)
+    if channelwise:
+        scales[1:] = float("nan")
+    zeros = None
+    if with_zeros:
+        zeros = (torch.randn(ngroups, N, generator=gen) * 0.05).to(dtype)
+        if channelwise:
+            zeros[1:] = float("nan")
+    bias = (torch.randn(N, generator=gen)).to(dtype) if with_bias else None
+    x = torch.randn(M, K, generator=gen).to(dtype)
+    packed = fmt.pack_reference(q, bits)
+    if mode != "atomic":
+        grid = -(-(N // 64) // 4) * parts
+    y = emulate_swap(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
+                     grid=grid, mode=mode, parts=parts)
+    fold = use_fold(bits, group, channelwise, 1)
+    ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
+                    round_weights=not fold)
+    assert not torch.isnan(y).any(), "a padding token or unwritten output leaked into y"
     torch.testing.assert_close(y, ref, rtol=1e-9, atol=1e-9)

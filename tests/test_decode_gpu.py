@@ -15,7 +15,7 @@ u * sqrt(contributions); the deterministic epilogue sums in fp32 and rounds
 once.
 
 Sanitizers (small cases of every kernel: atomic, direct and partials modes,
-int4/int8, MT 1 FOLD / 3, two m-groups, act-order prep, reduce):
+int4/int8, swap (M = 1), MT 1 FOLD / 3, two m-groups, act-order prep, reduce):
     compute-sanitizer --tool memcheck  python -m pytest -q tests/test_decode_gpu.py -k test_odd_shapes
     compute-sanitizer --tool racecheck python -m pytest -q tests/test_decode_gpu.py -k "test_odd_shapes and 64-64"
 """
@@ -163,7 +163,7 @@ def test_m_sweep_int8_fp16_g64_zeros_act_order(M, deterministic):
 # ----------------------------------------------------------------------------- format cross product
 
 
-@pytest.mark.parametrize("M", [1, 16, 33, 64, 100])
+@pytest.mark.parametrize("M", [1, 6, 16, 33, 64, 100])
 @pytest.mark.parametrize("act_order", [False, True], ids=["sorted", "act_order"])
 @pytest.mark.parametrize("zeros", [False, True], ids=["sym", "zeros"])
 @pytest.mark.parametrize("group", [32, 64, 128, -1], ids=lambda g: "cw" if g == -1 else f"g{g}")
@@ -207,7 +207,7 @@ def test_m_zero():
 # ----------------------------------------------------------------------------- contracts
 
 
-@pytest.mark.parametrize("rows", [12, 40], ids=["mt1_fold", "mt3"])
+@pytest.mark.parametrize("rows", [5, 12, 40], ids=["swap", "mt1_fold", "mt3"])
 @pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("bits,dtype,zeros,act_order", [
     (4, torch.bfloat16, False, False), (4, torch.float16, True, True), (4, torch.bfloat16, True, False),
@@ -218,8 +218,8 @@ def test_one_hot_reproduces_dequantized_weight_exactly(bits, dtype, zeros, act_o
 
     Products with 1 and 0 are exact, fp32 sums of one value and zeros are exact,
     and the value is already a dtype number, so no rounding may change it. The
-    FOLD kernels (M <= 16) compute s * (q - B) (+ zs) in fp32 and round once:
-    the same value.
+    FOLD kernels (M <= 16, swap kernels at M <= 8 included) compute s * (q - B)
+    (+ zs) in fp32 and round once: the same value.
     """
     w = Weight(bits=bits, K=512, N=256, group=64, channelwise=False, zeros=zeros, act_order=act_order,
                dtype=dtype, seed=7 + bits)
@@ -306,3 +306,20 @@ def test_llama_shape_m1():
         for M in (1, 16, 64):
             x = _x(M, w.K, dtype, M)
             _check(w.gemm(x), w.reference(x), _tolerance(w, False), f"M={M} {dtype}")
+
+
+@pytest.mark.parametrize("M", [1, 3, 8, 9])
+def test_swap_kernel_serves_m_up_to_8(M, monkeypatch, capfd):
+    """decode_launch.cu takes the swapped-operand kernel (weights as the A operand) for M <= 8 only,
+    and it is right there: the SWORDFISH_DEBUG line names the kernel."""
+    w = Weight(bits=4, K=704, N=192, group=64, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=77 + M)  # a shape no other test logs
+    x, bias = _x(M, w.K, w.dtype, 77 + M), _bias(w.N, w.dtype, 77 + M)
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    capfd.readouterr()
+    for det in (0, 1):
+        _check(w.gemm(x, bias, det), w.reference(x, bias), _tolerance(w, bool(det)), f"det={det}")
+    torch.cuda.synchronize()
+    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=704 N=192" in l]
+    assert lines, "no SWORDFISH_DEBUG line for the decode call"
+    assert all(("mt=1 swap" in l) == (M <= 8) for l in lines), lines

@@ -152,6 +152,15 @@ SF_DEVICE uint32_t shfl_idx(uint32_t v, int src_lane) {
   return d;
 }
 
+// Warp shuffle (butterfly): the swapped-operand decode epilogue trades one
+// token's value with the lane holding the adjacent output column, so each
+// lane owns a column pair of one token for a packed-pair red.global.
+SF_DEVICE float shfl_xor_f32(float v, int mask) {
+  float d;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=f"(d) : "f"(v), "r"(mask));
+  return d;
+}
+
 // ---------------------------------------------------------------- packed half math
 
 // d = a * b + c on f16x2 with one rounding (HFMA2): removes the magic bias,

@@ -66,6 +66,38 @@ static_assert(smem_bytes(4, 4, true) <= 227 * 1024, "int4 MT=4 must fit one CTA"
 static_assert(smem_bytes(8, 1, true) * 3 <= 227 * 1024, "int8 MT=1 must fit 3 CTAs per SM");
 static_assert(smem_bytes(8, 4, true) * 2 <= 227 * 1024, "int8 MT=4 must fit 2 CTAs per SM");
 
+// ---- swapped-operand kernels (decode_swap.cuh, M <= kSwapMaxM): y^T = W x^T
+// with the weight as the m16 A operand and up to 8 tokens as the n8 B operand.
+inline constexpr int kSwapMaxM = 8;
+// Launcher switch: false keeps every M on the kernels above.
+inline constexpr bool kSwapEnabled = true;
+
+// Deeper than stages(bits, 1): a swap stage holds 1 KB (int4) / 512 B (int8) of
+// activations instead of 2 KB / 1 KB, so one more unit per warp stays in
+// flight at the same 3 CTAs per SM. At M = 1 the int4 MT = 1 kernel (4 units
+// per warp in flight) reaches 76% of the HBM ceiling and int8 (5) 96%, on the
+// same 2 KB units: a Little's-law ratio, so bytes in flight matter here.
+SF_HOST_DEVICE constexpr int swap_stages(int bits) { return bits == 4 ? 5 : 6; }
+
+// One stage of one warp, in bytes:
+//   [weights 2048]                                            (4 sub-tiles, 32 lanes, 16 B)
+//   [activations slices/2 x 512: one ldmatrix.x4 per k32]     (K32, 32 lanes, 16 B) = (8 tokens, k32)
+//   [scales, zeros: as stage_layout]
+SF_HOST_DEVICE constexpr StageLayout swap_stage_layout(int bits, bool zeros) {
+  const int act = kUnitBytes;
+  const int scale = act + slices_per_unit(bits) / 2 * 512;
+  const int zero = scale + scale_rows_per_unit(bits) * 128;
+  const int end = zero + (zeros ? scale_rows_per_unit(bits) * 128 : 0);
+  return StageLayout{act, scale, zero, end};
+}
+
+SF_HOST_DEVICE constexpr int swap_smem_bytes(int bits, bool zeros) {
+  return kWarps * swap_stages(bits) * swap_stage_layout(bits, zeros).bytes;
+}
+
+static_assert(swap_smem_bytes(4, true) * 3 <= 227 * 1024, "int4 swap must fit 3 CTAs per SM");
+static_assert(swap_smem_bytes(8, true) * 3 <= 227 * 1024, "int8 swap must fit 3 CTAs per SM");
+
 // Epilogue kinds (Params::mode).
 enum Mode : int {
   kModeAtomic = 0,    // red.global.add into y, which the prep kernel zeroed (or set to bias)

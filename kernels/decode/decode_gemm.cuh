@@ -1,7 +1,8 @@
 // The decode mainloop: y (+)= x @ W^T for small M, streaming packed format v1
 // weights at HBM speed through mma.sync.m16n8k16. Host twin: decode_launch.cu.
 //
-// One kernel template serves every decode regime; MT (m16 tiles per m-group,
+// One kernel template serves every decode regime (M <= 8 runs the
+// swapped-operand twin in decode_swap.cuh instead); MT (m16 tiles per m-group,
 // 1..4) picks the regime: MT = 1 for M <= 16, 2 / 3 for M <= 32 / 48 (one
 // dequantized weight stream shared by the tiles), 4 for M <= 64, and several
 // m-groups beyond. Work is a flat list of units (decode_config.h): a

@@ -10,6 +10,8 @@
 //             depth per column follows from occupancy and the SM count.
 //             deterministic: P CTAs per segment (P from the same slots),
 //             fp32 partials + reduce_kernel when P > 1, direct stores when 1.
+//   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand);
+//             otherwise gemm_kernel<MT>; FOLD where use_fold() says so.
 //   launches  [prep_kernel: permuted x and/or y := bias or 0] -> gemm_kernel
 //             [-> reduce_kernel]. Without act-order the GEMM is launched with
 //             programmatic stream serialization (sm_90+): its mainloop
@@ -47,7 +49,7 @@ struct Plan {
   int parts = 1;
   long long grid = 0;
   int occupancy = 0;
-  bool gather = false, init_y = false, pdl = false, evict_first = true, fold = false;
+  bool gather = false, init_y = false, pdl = false, evict_first = true, fold = false, swap = false;
   size_t ws_x = 0, ws_partials = 0;  // bytes; ws_x is a multiple of 256
   KernelHandle kernel;
 };
@@ -140,9 +142,13 @@ std::string check(const GemmProblem& p) {
 // per k64 unit, where that no longer pays.
 bool use_fold(const GemmProblem& p, int mt) { return mt == 1 && (p.channelwise || p.bits == 8 || p.group >= 64); }
 
-KernelHandle kernel_for(const GemmProblem& p, int mt, bool fold) {
+// The swapped-operand kernel (decode_swap.cuh) for M <= kSwapMaxM.
+bool use_swap(const GemmProblem& p) { return kSwapEnabled && p.M <= kSwapMaxM; }
+
+KernelHandle kernel_for(const GemmProblem& p, int mt, bool fold, bool swap) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = p.zeros != nullptr;
+  if (swap) return p.bits == 4 ? swap_handle_int4(bf16, zeros, fold) : swap_handle_int8(bf16, zeros, fold);
   return p.bits == 4 ? gemm_handle_int4(bf16, mt, zeros, fold) : gemm_handle_int8(bf16, mt, zeros, fold);
 }
 
@@ -161,7 +167,8 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
   pl->segments = static_cast<long long>(pl->quads) * pl->mgroups;
   pl->units = pl->segments * pl->kblocks;
   pl->fold = use_fold(p, pl->mt);
-  pl->kernel = kernel_for(p, pl->mt, pl->fold);
+  pl->swap = use_swap(p);  // M <= 8: mt == 1, mgroups == 1
+  pl->kernel = kernel_for(p, pl->mt, pl->fold, pl->swap);
   if (pl->kernel.fn == nullptr) {
     *err = "decode: no kernel instance for MT = " + std::to_string(pl->mt);
     return false;
@@ -228,7 +235,8 @@ std::string describe(const GemmProblem& p) {
   Plan pl;
   if (!make_plan(p, &pl, &why)) return why;
   return std::string("decode int") + std::to_string(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") +
-         " mt=" + std::to_string(pl.mt) + (pl.fold ? " fold" : "") + " mgroups=" + std::to_string(pl.mgroups) +
+         " mt=" + std::to_string(pl.mt) + (pl.swap ? " swap" : "") + (pl.fold ? " fold" : "") +
+         " mgroups=" + std::to_string(pl.mgroups) +
          " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
          " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +
          " parts=" + std::to_string(pl.parts) + " pdl=" + std::to_string(pl.pdl ? 1 : 0) +

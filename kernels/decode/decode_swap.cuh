@@ -1,0 +1,354 @@
+// The swapped-operand decode kernel for M <= 8 (kSwapMaxM): y^T = W x^T.
+// Host twin: decode_launch.cu (it picks this kernel when kSwapEnabled and
+// M <= kSwapMaxM). Same unit list, persistent grid, per-warp self-slot
+// cp.async ring, evict_first weight stream and epilogue modes as
+// decode_gemm.cuh; only the MMA roles change.
+//
+// The weight is the A operand (m16 = 16 output columns), the activations the
+// B operand (n8 = up to 8 tokens). Format v1 needs no shuffles for it: for
+// lane (g = lane / 4, t = lane % 4), int4 word j of a sub-tile holds n8 tiles
+// 2j and 2j + 1, and its four LOP3 pairs (b0, b1 of tile 2j, b0, b1 of tile
+// 2j + 1) are the A registers (a0, a2, a1, a3) of the m16k16 tile whose rows
+// are output columns 16j .. 16j + 15:
+//   a0 = (row g, k 2t..2t+1)  a1 = (row g+8, k 2t..)  a2 = (row g, k 2t+8..)  a3 = (row g+8, k 2t+8..)
+// (tests/test_decode_emulation.py checks this against the PTX ISA layout).
+// int8: the two words 2m' and 2m'+1 of a sub-tile are n8 tiles c, c + 1 of one
+// m16 tile: A = (b0 of c, b0 of c + 1, b1 of c, b1 of c + 1).
+// One word then feeds one HMMA instead of two with 15 of 16 rows wasted: per
+// int4 unit 16 HMMA (+ 4 row-sum HMMA under FOLD) instead of 32 (+ 4), 2
+// ldmatrix.x4 instead of 4, 16 accumulators instead of 32.
+//
+// B fragment (x^T, k16 x n8): b0 = x[token g][k 2t, 2t+1], b1 = x[token g][k
+// 2t+8, 2t+9]: a non-transposed ldmatrix of the row-major (8 tokens, k) slice.
+// One ldmatrix.x4 covers k32 (matrices: k 0-7, 8-15 of slice 2h, then of slice
+// 2h + 1); lane l stages (and addresses) token l % 8, k 8 (l / 8) .. + 7 of
+// the k32. Tokens >= M are never copied: their slots stay zero.
+//
+// D fragment: (row = output column, col = token): d0, d1 = column 16j + g,
+// tokens 2t, 2t + 1; d2, d3 = column 16j + 8 + g, same tokens. Scales are per
+// output column = per A row: column 8c + g for c = 0..7, which is what
+// detail::expand_row already broadcasts (tile c of the B-operand kernels).
+// Epilogue: one shfl.bfly (lane ^ 4, the adjacent column) turns the token pair
+// of one column into a column pair of one token (even g keeps token 2t, odd g
+// token 2t + 1), for the same packed-pair red.global / stores.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/decode/decode_gemm.cuh"
+
+namespace swordfish {
+namespace decode {
+
+// grid, block, modes: as gemm_kernel. dynamic smem: swap_smem_bytes(BITS, ZEROS).
+template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+__global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ Params p) {
+  constexpr int S = swap_stages(BITS);
+  constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);
+  constexpr int NS = slices_per_unit(BITS);
+  constexpr int NX = NS / 2;  // ldmatrix.x4 (k32) per unit
+  constexpr int BK = format::block_k(BITS);
+  constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
+  constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);
+  static_assert(NS % 2 == 0, "one ldmatrix.x4 covers two k16 slices");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+
+  // ---- this CTA's units [u0, u1) (decode_gemm.cuh); here mgroups == 1
+  long long u0, u1;
+  if (p.mode == kModeAtomic) {
+    u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
+    u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
+  } else {
+    const int seg = blockIdx.x / p.parts;
+    const int part = blockIdx.x - seg * p.parts;
+    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
+    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
+  }
+  const int warp_quads = (p.ncols - warp + 3) >> 2;
+  const long long warp_end = static_cast<long long>(warp_quads) * p.kblocks;
+  if (u1 > warp_end) u1 = warp_end;
+  if (u0 >= u1) return;
+  const int n = static_cast<int>(u1 - u0);
+  const int q0 = static_cast<int>(u0 / p.kblocks);
+  const int kb0 = static_cast<int>(u0 - static_cast<long long>(q0) * p.kblocks);
+
+  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
+  const uint32_t ring_end = ring + S * L.bytes;
+#pragma unroll
+  for (int st = 0; st < S; ++st)
+#pragma unroll
+    for (int h = 0; h < NX; ++h)
+      ptx::sts_128(ring + st * L.bytes + L.act_offset + h * 512 + lane * 16, make_uint4(0, 0, 0, 0));
+
+  const bool two_rows = BITS == 4 && p.gshift == 5;
+
+  // ---- producer
+  const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
+  const int x_tok = lane & 7;                  // ldmatrix: lane l addresses row l % 8 of matrix l / 8
+  const bool x_live = x_tok < p.M;             // tokens >= M: slot stays zero
+  const int x_col = (lane >> 3) * 8;           // matrix l / 8 = k 8 (l / 8) .. + 7 of the k32
+  int p_kb = kb0, p_q = q0;
+  const uint8_t* p_w = nullptr;
+  const uint16_t* p_x = nullptr;
+  int p_scol = 0;
+  auto seek = [&]() {
+    const int col = 4 * p_q + warp;
+    p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
+    p_x = p.x + static_cast<long long>(x_live ? x_tok : 0) * p.K + p_kb * BK + x_col;
+    p_scol = col * format::kBlockN + 2 * lane;
+  };
+  seek();
+
+  auto issue = [&](uint32_t st) {
+#pragma unroll
+    for (int s = 0; s < format::kSubtiles; ++s)
+      ptx::cp_async_16_cg(st + s * format::kSubtileBytes + lane * 16, p_w + s * format::kSubtileBytes, pol);
+    if (x_live) {
+#pragma unroll
+      for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
+    }
+    const int k0 = p_kb * BK;
+#pragma unroll
+    for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
+      if (r == 1 && !two_rows) break;
+      const int off = ((k0 + r * 32) >> p.gshift) * p.N + p_scol;
+      ptx::cp_async_4_ca(st + L.scale_offset + r * 128 + lane * 4, p.scales + off);
+      if constexpr (ZEROS) ptx::cp_async_4_ca(st + L.zero_offset + r * 128 + lane * 4, p.zeros + off);
+    }
+    if (++p_kb == p.kblocks) {
+      p_kb = 0;
+      ++p_q;
+      seek();
+    } else {
+      p_w += kUnitBytes;
+      p_x += BK;
+    }
+  };
+
+  // ---- consumer. acc[m]: m16 tile m = output columns 16 m .. 16 m + 15 of the warp's column.
+  float acc[4][4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+  float raw[FOLD ? 4 : 1][4], xs[4];
+#pragma unroll
+  for (int m = 0; m < (FOLD ? 4 : 1); ++m)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[m][i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+
+  // The A fragment of m16 tile m in k16 slice sl from the staged words:
+  // int4: word m of sub-tile sl, pairs (0, 2, 1, 3); int8: words 2 (m % 2),
+  // 2 (m % 2) + 1 of sub-tile 2 sl + m / 2, pairs (c.b0, c1.b0, c.b1, c1.b1).
+  // RAW: dequant::int4_raw / int8_raw values (FOLD); else scaled by sp / zp.
+  auto a_tile = [&](const uint4 (&wv)[format::kSubtiles], int sl, int m, const uint32_t* sp, const uint32_t* zp,
+                    uint32_t (&a)[4], auto raw_tag) {
+    constexpr bool RAW = decltype(raw_tag)::value;
+    uint32_t w[4];
+    if constexpr (BITS == 4) {
+      uint32_t v[4];
+      if constexpr (RAW) {
+        dequant::int4_raw<BF16>(detail::word(wv[sl], m), v);
+      } else {
+        dequant::int4_pairs<BF16>(detail::word(wv[sl], m), v);
+      }
+      w[0] = v[0];
+      w[1] = v[2];
+      w[2] = v[1];
+      w[3] = v[3];
+    } else {
+      uint32_t c0[2], c1[2];
+      const uint4& s = wv[2 * sl + (m >> 1)];
+      if constexpr (RAW) {
+        dequant::int8_raw<BF16>(detail::word(s, 2 * (m & 1)), c0);
+        dequant::int8_raw<BF16>(detail::word(s, 2 * (m & 1) + 1), c1);
+      } else {
+        dequant::int8_pairs<BF16>(detail::word(s, 2 * (m & 1)), c0);
+        dequant::int8_pairs<BF16>(detail::word(s, 2 * (m & 1) + 1), c1);
+      }
+      w[0] = c0[0];
+      w[1] = c1[0];
+      w[2] = c0[1];
+      w[3] = c1[1];
+    }
+    if constexpr (RAW) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = w[i];
+    } else {
+      // rows g (a0, a2): column 16 m + g = tile 2 m; rows g + 8 (a1, a3): tile 2 m + 1
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = detail::apply<BF16, ZEROS>(w[i], sp[2 * m + (i & 1)], zp[2 * m + (i & 1)]);
+    }
+  };
+
+  auto consume = [&](uint32_t st) {
+    uint4 wv[format::kSubtiles];
+#pragma unroll
+    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+    uint32_t xb[NX][4];
+#pragma unroll
+    for (int h = 0; h < NX; ++h) ptx::ldmatrix_x4(xb[h], st + L.act_offset + h * 512 + lane * 16);
+    uint32_t sp[8] = {}, zp[8] = {};
+    if constexpr (!FOLD) {
+      detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
+      if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+    }
+#pragma unroll
+    for (int sl = 0; sl < NS; ++sl) {
+      if constexpr (BITS == 4 && !FOLD) {
+        if (sl == 2 && two_rows) {
+          detail::expand_row(ptx::lds_32(st + L.scale_offset + 128 + lane * 4), lane, sp);
+          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + 128 + lane * 4), lane, zp);
+        }
+      }
+      const uint32_t b0 = xb[sl >> 1][2 * (sl & 1)], b1 = xb[sl >> 1][2 * (sl & 1) + 1];
+      if constexpr (kRowSums) {
+        const uint32_t ones[4] = {dequant::kOnes<BF16>, dequant::kOnes<BF16>, dequant::kOnes<BF16>,
+                                  dequant::kOnes<BF16>};
+        detail::mma<BF16>(xs, ones, b0, b1);  // xs[i]: sum of token 2t + (i & 1) over the group
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        uint32_t a[4];
+        if constexpr (FOLD) {
+          a_tile(wv, sl, m, sp, zp, a, std::true_type{});
+          detail::mma<BF16>(raw[m], a, b0, b1);
+        } else {
+          a_tile(wv, sl, m, sp, zp, a, std::false_type{});
+          detail::mma<BF16>(acc[m], a, b0, b1);
+        }
+      }
+    }
+  };
+
+  // FOLD, once per group (and before a flush): acc += s * (raw - offset * xs)
+  // (+ zs * xs). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
+  // with c = 2 m + i / 2, token 2t + (i & 1).
+  auto fold = [&](uint32_t st) {
+    uint32_t sp[8], zp[8] = {};
+    detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
+    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int c = 2 * m + (i >> 1);
+        const float s = detail::to_f32<BF16>(static_cast<uint16_t>(sp[c] & 0xffffu));
+        const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[m][i]) : raw[m][i];
+        acc[m][i] = fmaf(s, t_i, acc[m][i]);
+        if constexpr (ZEROS)
+          acc[m][i] = fmaf(detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] & 0xffffu)), xs[i], acc[m][i]);
+        raw[m][i] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+  };
+
+  // Lane (g, t) holds column 16 m + 8 h + g, tokens 2t, 2t + 1 in acc[m][2h],
+  // acc[m][2h + 1]. After one exchange with lane ^ 4 (column g ^ 1), even g
+  // owns token 2t and odd g token 2t + 1, of columns (g & ~1, g | 1).
+  auto flush = [&](int q) {
+    const int g = lane >> 2, t = lane & 3;
+    const bool odd = g & 1;
+    const int tok = 2 * t + (odd ? 1 : 0);
+    const int col = (4 * q + warp) * format::kBlockN + (g & ~1);
+    if (p.mode == kModeAtomic) ptx::grid_dependency_wait();
+    const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float lo = acc[m][2 * h], hi = acc[m][2 * h + 1];
+        const float other = ptx::shfl_xor_f32(odd ? lo : hi, 4);
+        const float v0 = odd ? other : lo, v1 = odd ? hi : other;
+        if (tok >= p.M) continue;
+        const int cc = col + 16 * m + 8 * h;
+        const long long off = static_cast<long long>(tok) * p.N + cc;
+        if (p.mode == kModeAtomic) {
+          detail::red_pair<BF16>(p.y + off, detail::pack<BF16>(v0, v1));
+        } else if (p.mode == kModeDirect) {
+          float b0 = 0.f, b1 = 0.f;
+          if (p.bias != nullptr) {
+            b0 = detail::to_f32<BF16>(p.bias[cc]);
+            b1 = detail::to_f32<BF16>(p.bias[cc + 1]);
+          }
+          *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b0, v1 + b1);
+        } else {
+          *reinterpret_cast<float2*>(p.partials + static_cast<long long>(part) * p.M * p.N + off) =
+              make_float2(v0, v1);
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+  };
+
+  // ---- pipeline (decode_gemm.cuh)
+  uint32_t prod = ring, cons = ring;
+  int issued = 0;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += L.bytes;
+  }
+  int seg_left = min(p.kblocks - kb0, n);
+  int c_q = q0;
+  int c_kb = kb0;
+  for (int it = 0; it < n; ++it) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += L.bytes;
+    if (prod == ring_end) prod = ring;
+    ptx::cp_async_wait<S - 1>();
+    const bool seg_end = --seg_left == 0;
+    consume(cons);
+    if constexpr (FOLD) {
+      const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
+      if (++c_kb == p.kblocks) c_kb = 0;
+      if (group_end || seg_end) fold(cons);
+    }
+    cons += L.bytes;
+    if (cons == ring_end) cons = ring;
+    if (seg_end) {
+      flush(c_q);
+      ++c_q;
+      seg_left = min(p.kblocks, n - it - 1);
+    }
+  }
+}
+
+template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+KernelHandle make_swap_handle() {
+  return KernelHandle{reinterpret_cast<const void*>(&swap_kernel<BITS, BF16, ZEROS, FOLD>),
+                      swap_smem_bytes(BITS, ZEROS), swap_stages(BITS)};
+}
+
+// Instances for one bit width: dtype x zero points x FOLD.
+template <int BITS>
+KernelHandle swap_handle_for(bool bf16, bool zeros, bool fold) {
+  if (bf16) {
+    if (fold) return zeros ? make_swap_handle<BITS, true, true, true>() : make_swap_handle<BITS, true, false, true>();
+    return zeros ? make_swap_handle<BITS, true, true, false>() : make_swap_handle<BITS, true, false, false>();
+  }
+  if (fold) return zeros ? make_swap_handle<BITS, false, true, true>() : make_swap_handle<BITS, false, false, true>();
+  return zeros ? make_swap_handle<BITS, false, true, false>() : make_swap_handle<BITS, false, false, false>();
+}
+
+}  // namespace decode
+}  // namespace swordfish
