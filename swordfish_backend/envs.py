@@ -41,7 +41,7 @@ class Knob:
 KNOBS: tuple[Knob, ...] = (
     Knob("SWORDFISH_DEBUG", False, "log the dispatcher's path choice once per shape on stderr"),
     Knob("SWORDFISH_DETERMINISTIC", False,
-         "deterministic mode: shared-memory reductions instead of atomic epilogues (bit-identical runs)",
+         "deterministic mode: no atomic epilogues; each output tile is written by one CTA or reduced from fp32 partials in a fixed order (bit-identical runs)",
          strict=True),
     Knob("SWORDFISH_DISABLE", False, "kill switch: the vLLM plugin registers nothing"),
 )
