@@ -61,6 +61,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 if has_stage prebuilt; then
   # A _C.so compiled on the CPU machine against torch 2.14's headers (stable
   # ABI target 2.11) and carried as prebuilt/_C.so: used instead of building here.
+  [ -f prebuilt/_C_build.json ] && cp prebuilt/_C_build.json swordfish_backend/_C_build.json
   cp prebuilt/_C.so swordfish_backend/_C.so && say "using the carried prebuilt/_C.so" \
     || { say "prebuilt stage: no prebuilt/_C.so to use"; status=1; }
 fi

@@ -8,6 +8,7 @@
 #   COMMIT=<sha> bash scripts/h200_results.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the prebuilt stage installs nothing
 R=/tmp/results; rm -rf "$R"; mkdir -p "$R"
 COMMIT="${COMMIT:-unknown}"
 t() { local s=$1; shift; timeout "$s" "$@"; }
