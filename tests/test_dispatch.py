@@ -3,7 +3,7 @@ the select_path / last_path ops.
 
 CPU: kernels/dispatch/tests/select_table_main.cpp is compiled with the host C++ compiler against
 the heuristics headers alone (no CUDA) and asked what heuristics::choose picks. The write-up's
-B200 / Thor rules are checked as absolute numbers; the provisional sm90 and the conservative
+B200 / Thor rules are checked as absolute numbers; the measured sm90 and the conservative
 tables are checked against their own thresholds (decode below, dense from the threshold on, one
 switch over the whole M axis), so re-measuring a value needs no test edit.
 
