@@ -91,6 +91,29 @@ SF_DEVICE uint32_t lds_32(uint32_t addr) {
   return v;
 }
 
+// 8-byte shared load: an int8 prefill fragment is two adjacent words of a
+// lane's slot (LDS.64; the row assignment in prefill/transform.cuh keeps it
+// conflict free).
+SF_DEVICE uint2 lds_64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+
+// 2-byte shared load: one output column's scale (or folded zero point) from a
+// staged scale row; the prefill Transform needs one column per fragment row.
+SF_DEVICE uint32_t lds_u16(uint32_t addr) {
+  uint16_t v;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+  return v;
+}
+
+// 2-byte shared store: the prefill epilogue writes one output value into the
+// 128-byte-swizzled staging tile of a TMA store (conflict free by layout).
+SF_DEVICE void sts_u16(uint32_t addr, uint16_t v) {
+  asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
 // 16-byte shared store (one-time zero fill of activation slots no lane copies).
 SF_DEVICE void sts_128(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)

@@ -17,6 +17,7 @@
 #include "kernels/common/format.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dispatch/arch_tables.hpp"
+#include "kernels/prefill/prefill.h"
 
 // TODO(decode): kernels/decode/decode.h is being written in parallel; drop the
 // guard once it is in the tree so that a missing decode path fails the build.
@@ -64,11 +65,7 @@ std::string dense_reason(const GemmProblem& p) {
   return dense::can_implement(p);
 }
 
-std::string prefill_reason(const GemmProblem& p) {
-  if (p.cc_major == 9) return "no prefill mainloop for sm90 in this build";
-  if (p.cc_major == 10 || p.cc_major == 11) return "no prefill mainloop for " + arch(p) + " in this build";
-  return "the prefill path needs sm90 (wgmma) or sm100/sm110 (tcgen05), device is " + arch(p);
-}
+std::string prefill_reason(const GemmProblem& p) { return prefill::can_implement(p); }
 
 std::string path_reason(const GemmProblem& p, Path path) {
   switch (path) {
@@ -126,6 +123,7 @@ void log_choice(const GemmProblem& p, Path path) {
 #if SWORDFISH_HAVE_DECODE
   if (path == Path::kDecode) detail = " (" + decode::describe(p) + ")";
 #endif
+  if (path == Path::kPrefill) detail = " (" + prefill::describe(p) + ")";
   std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, p.N, p.bits, p.group,
                p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path),
                detail.c_str());
@@ -180,7 +178,7 @@ size_t workspace_bytes(const GemmProblem& p, Path path) {
     case Path::kDecode: return 0;
 #endif
     case Path::kDense: return dense::workspace_bytes(p);
-    case Path::kPrefill: return 0;
+    case Path::kPrefill: return prefill::workspace_bytes(p);
   }
   return 0;
 }
@@ -197,6 +195,7 @@ std::string run(const GemmProblem& p, Path path, void* stream) {
       case Path::kDecode: why = decode::launch(p, static_cast<cudaStream_t>(stream)); break;
 #endif
       case Path::kDense: why = dense::launch(p, stream); break;
+      case Path::kPrefill: why = prefill::launch(p, static_cast<cudaStream_t>(stream)); break;
       default: why = path_reason(p, path); break;
     }
     if (!why.empty()) return why;

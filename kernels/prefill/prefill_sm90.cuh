@@ -1,0 +1,445 @@
+// The Hopper prefill mainloop: a warp-specialized wgmma kernel that reads
+// packed format v1 directly. Host twin: prefill_sm90_launch.cu.
+//
+//   y^T (N, M) = W (N, K) . x^T (K, M)
+//
+// The weight is the wgmma A operand, dequantized into registers by the
+// Transform stage (transform.cuh); the activations are the B operand, staged
+// by TMA into 128-byte-swizzled shared memory exactly as wgmma reads them.
+// A from registers means the dequantized weight never makes a round trip
+// through shared memory; the weight tile is only 64 rows per warpgroup, so
+// the register A tile (16 registers per k64 stage) is small.
+//
+// CTA: 3 warpgroups (384 threads), one CTA per SM, persistent.
+//   warpgroup 0   producer: one thread issues, per k64 stage, a TMA tile load
+//                 of x (BT tokens x 64 k), bulk copies of the two packed
+//                 k64 slices (n64 blocks n0 / 64 and n0 / 64 + 1: 2,048 B each
+//                 for int4, 4,096 B for int8: linear byte ranges by the
+//                 format's block invariant) and of the 1-2 scale (zero-point)
+//                 rows the stage needs, all completing on one mbarrier.
+//   warpgroups 1,2 consumers: warpgroup c owns output columns n0 + 64 c ..
+//                 + 63. Per stage: Transform 4 k16 steps into A registers,
+//                 four wgmma.m64nBTk16 (A: registers, B: the staged x), keep
+//                 one stage's MMAs in flight (double-buffered A registers),
+//                 then release the previous stage to the producer.
+// Tile (CTA): 128 output columns x BT tokens; work item = (n tile, m tile,
+//   k split), claimed statically (item = blockIdx.x + i * gridDim.x), so the
+//   producer runs ahead into the next item while the consumers store.
+// Epilogue: fp32 accumulators (+ bias) -> dtype, written into a 128-byte-
+//   swizzled (BT, 64) staging tile per warpgroup and stored with one TMA
+//   store (rows >= M are clipped by TMA). Split-K items write fp32 partials in
+//   fragment order instead (coalesced float4), and reduce_kernel sums them in
+//   split order: bit-identical run to run, like everything else here.
+//
+// Shared memory, per stage: x (BT, 64) 16-bit = 128 BT bytes [1024-aligned],
+//   packed 2 x kSliceBytes, scales 2 x 128 x 2 B and zero points 2 x 128 x 2 B
+//   (room for group 32's two rows). Plus 2 x 128 BT bytes of epilogue staging.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+
+#include <cstdint>
+#include <utility>
+
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/common/format.h"
+#include "kernels/common/ptx.cuh"
+#include "kernels/prefill/transform.cuh"
+
+namespace swordfish {
+namespace prefill {
+namespace sm90 {
+
+struct Params {
+  const int32_t* packed;   // format v1
+  const uint16_t* scales;  // (K / group, N)
+  const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr
+  const uint16_t* bias;    // (N) or nullptr (split-K: added by reduce_kernel)
+  float* partials;         // split-K fp32 partials, or nullptr when splits == 1
+  int M, K, N, group;
+  int channelwise;         // 1: every k reads scale row 0 (the replicas are not read)
+  int m_tiles, n_tiles, splits;
+  int k_stages;            // K / 64
+  int items;               // n_tiles * m_tiles * splits
+};
+
+inline constexpr int kThreads = 384;
+inline constexpr int kTileN = 128;         // output columns per CTA
+inline constexpr int kSmemLimit = 232448;  // sm90 opt-in shared memory per block
+inline constexpr int kMaxStages = 8;
+
+template <int BITS, int BT>
+struct Layout {
+  static_assert(BT == 64 || BT == 128 || BT == 256, "token tile");
+  static constexpr int kXBytes = BT * 128;                 // (BT, 64) 16-bit, 128 B per row
+  static constexpr int kWBytes = 2 * kSliceBytes<BITS>;    // (2 n64 blocks, k64)
+  static constexpr int kSBytes = 2 * kTileN * 2;           // (2 rows, 128 columns) 16-bit
+  static constexpr int kStageBytes = kXBytes + kWBytes + 2 * kSBytes;
+  static constexpr int kEpiBytes = 2 * BT * 128;           // (2 warpgroups, BT, 64) 16-bit
+  static constexpr int kReserve = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
+  static constexpr int kFit = (kSmemLimit - kReserve - kEpiBytes) / kStageBytes;
+  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+  static_assert(kStages >= 2, "at least a double-buffered pipeline");
+  static constexpr int kSmemBytes = kReserve + kEpiBytes + kStages * kStageBytes;
+  static_assert(kSmemBytes <= kSmemLimit, "shared memory");
+  // Offsets from the 1024-aligned base.
+  static constexpr int kOffX = 0;
+  static constexpr int kOffEpi = kOffX + kStages * kXBytes;
+  static constexpr int kOffW = kOffEpi + kEpiBytes;
+  static constexpr int kOffS = kOffW + kStages * kWBytes;
+  static constexpr int kOffZ = kOffS + kStages * kSBytes;
+  static constexpr int kOffBar = kOffZ + kStages * kSBytes;
+  static_assert(kOffEpi % 1024 == 0 && kXBytes % 1024 == 0, "swizzle-128B tiles are 1024-byte aligned");
+  static_assert(kOffW % 16 == 0 && kWBytes % 16 == 0 && kOffS % 16 == 0 && kOffBar % 8 == 0, "bulk copy alignment");
+};
+
+// Work item -> tile coordinates and k-stage range.
+struct Item {
+  int m0, n0, kb0, kb1, mn, split;
+};
+
+SF_DEVICE Item item_of(const Params& p, int item) {
+  Item it;
+  it.split = item % p.splits;
+  it.mn = item / p.splits;
+  const int m_tile = it.mn % p.m_tiles;
+  const int n_tile = it.mn / p.m_tiles;
+  it.n0 = n_tile * kTileN;
+  it.m0 = m_tile;  // scaled by BT by the caller
+  it.kb0 = static_cast<int>(static_cast<long long>(it.split) * p.k_stages / p.splits);
+  it.kb1 = static_cast<int>(static_cast<long long>(it.split + 1) * p.k_stages / p.splits);
+  return it;
+}
+
+// Scale rows a k64 stage needs: two for group 32, else one. Channelwise
+// weights read row 0 only, like decode (the replicas need not be valid).
+SF_DEVICE int scale_row(const Params& p, int kb, int r) {
+  if (p.channelwise) return 0;
+  return p.group == 32 ? 2 * kb + r : (kb * kSliceK) / p.group;
+}
+
+// wgmma shared-memory descriptor of a K-major, 128-byte-swizzled operand tile
+// whose rows are 128 bytes: 8-row groups 1024 bytes apart (stride byte
+// offset), leading byte offset unused by swizzled K-major layouts (1).
+SF_DEVICE uint64_t smem_desc_sw128(uint32_t addr) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<uint16_t>((addr & 0x3ffff) >> 4);
+  d.bitfield.leading_byte_offset_ = 1;
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  return d.desc_;
+}
+
+// The wgmma atom for (dtype, BT): A from registers (K-major by definition), B
+// K-major from shared memory.
+template <bool BF16, int BT>
+struct Atom;
+#define SF_PREFILL_ATOM(BT_, BF_, F16_)                                                              \
+  template <>                                                                                        \
+  struct Atom<true, BT_> {                                                                           \
+    using type = cute::SM90::GMMA::BF_<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;                  \
+  };                                                                                                 \
+  template <>                                                                                        \
+  struct Atom<false, BT_> {                                                                          \
+    using type = cute::SM90::GMMA::F16_<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;                 \
+  };
+SF_PREFILL_ATOM(64, MMA_64x64x16_F32BF16BF16_RS, MMA_64x64x16_F32F16F16_RS)
+SF_PREFILL_ATOM(128, MMA_64x128x16_F32BF16BF16_RS, MMA_64x128x16_F32F16F16_RS)
+SF_PREFILL_ATOM(256, MMA_64x256x16_F32BF16BF16_RS, MMA_64x256x16_F32F16F16_RS)
+#undef SF_PREFILL_ATOM
+
+template <class A, size_t... I>
+SF_DEVICE void gmma(const uint32_t (&a)[4], uint64_t desc, float* d, bool accumulate, std::index_sequence<I...>) {
+  A::fma(a[0], a[1], a[2], a[3], desc, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
+}
+
+template <bool BF16>
+SF_DEVICE float to_f32(uint16_t v) {
+  if constexpr (BF16) {
+    return __uint_as_float(static_cast<uint32_t>(v) << 16);
+  } else {
+    return ptx::cvt_f32_f16(v);
+  }
+}
+
+template <bool BF16>
+SF_DEVICE uint16_t from_f32(float v) {
+  const uint32_t pair = BF16 ? ptx::cvt_pack_bf16x2(v, 0.f) : ptx::cvt_pack_f16x2(v, 0.f);
+  return static_cast<uint16_t>(pair & 0xffffu);
+}
+
+// Named barrier over one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
+SF_DEVICE void warpgroup_sync(int consumer) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
+}
+
+template <int BITS, bool BF16, int BT>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ Params p, const __grid_constant__ CUtensorMap tmap_x,
+                const __grid_constant__ CUtensorMap tmap_y) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = Layout<BITS, BT>;
+  constexpr int kStages = L::kStages;
+  constexpr int kAcc = BT / 2;  // fp32 accumulators per thread: (64 x BT) / 128
+  using MmaAtom = typename Atom<BF16, BT>::type;
+  using cutlass::arch::ClusterBarrier;
+  using cutlass::arch::ClusterTransactionBarrier;
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L::kOffBar);
+  uint64_t* empty = full + kStages;
+  const uint32_t s_x = ptx::smem_u32(smem + L::kOffX);
+  const uint32_t s_w = ptx::smem_u32(smem + L::kOffW);
+  const uint32_t s_s = ptx::smem_u32(smem + L::kOffS);
+  const uint32_t s_z = ptx::smem_u32(smem + L::kOffZ);
+
+  const int wg = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ClusterBarrier::init(&full[s], 1);   // the producer's arrive + the stage's bytes
+      ClusterBarrier::init(&empty[s], 2);  // one arrive per consumer warpgroup
+    }
+    cutlass::arch::fence_barrier_init();
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x));
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_y));
+  }
+  __syncthreads();
+
+  const bool has_zeros = p.zeros != nullptr;
+  const int rows = p.group == 32 ? 2 : 1;  // scale rows per stage
+
+  if (wg == 0) {
+    // ------------------------------------------------------------ producer
+    cutlass::arch::warpgroup_reg_dealloc<40>();
+    if (threadIdx.x != 0) return;
+    constexpr int kSlice = kSliceBytes<BITS>;
+    const uint32_t tx = L::kXBytes + 2 * kSlice + rows * 256 * (has_zeros ? 2 : 1);
+    const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+    const long long kblocks = p.K / format::block_k(BITS);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
+      const Item it = item_of(p, item);
+      const int m0 = it.m0 * BT;
+      const int nb = it.n0 / format::kBlockN;
+      for (int kb = it.kb0; kb < it.kb1; ++kb) {
+        ClusterBarrier::wait(&empty[stage], phase ^ 1);
+        ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
+        cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
+                                     kb * kSliceK, m0);
+        const long long kblock = static_cast<long long>(kb) * (kSliceK / format::block_k(BITS));
+        for (int i = 0; i < 2; ++i) {
+          const int32_t* src = p.packed + ((nb + i) * kblocks + kblock) * format::kBlockWords;
+          cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], smem + L::kOffW + stage * L::kWBytes + i * kSlice, kSlice);
+        }
+        for (int r = 0; r < rows; ++r) {
+          const long long off = static_cast<long long>(scale_row(p, kb, r)) * p.N + it.n0;
+          cute::SM90_BULK_COPY_G2S::copy(p.scales + off, &full[stage],
+                                         smem + L::kOffS + stage * L::kSBytes + r * 256, 256);
+          if (has_zeros)
+            cute::SM90_BULK_COPY_G2S::copy(p.zeros + off, &full[stage],
+                                           smem + L::kOffZ + stage * L::kSBytes + r * 256, 256);
+        }
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // -------------------------------------------------------------- consumers
+  cutlass::arch::warpgroup_reg_alloc<232>();
+  const int c = wg - 1;  // n64 block of the CTA tile this warpgroup owns
+  const int warp = tid / 32, lane = threadIdx.x % 32;
+  const int t = lane % 4;
+  const Role role = make_role<BITS>(warp, lane);
+  const uint32_t w_off = c * kSliceBytes<BITS>;
+  const uint32_t col = 2u * (64 * c + role.n_lo);  // byte offset of column n_lo in a staged scale row
+  const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * BT * 128;
+
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+  uint32_t a_even[4][4], a_odd[4][4];
+
+  int stage = 0;
+  uint32_t phase = 0;
+
+  // One k64 stage: Transform into `a`, issue its four MMAs, retire the
+  // previous stage's. Returns nothing; advances stage / phase.
+  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev) {
+    ClusterBarrier::wait(&full[stage], phase);
+    const uint32_t w = s_w + stage * L::kWBytes + w_off;
+    const uint32_t srow = s_s + stage * L::kSBytes + col;
+    const uint32_t zrow = s_z + stage * L::kSBytes + col;
+    // Scales (zero points) of columns n_lo / n_hi: row 0 for k16 steps 0, 1;
+    // row 1 for steps 2, 3 when the group is 32 (two rows per stage).
+    const uint32_t r1 = rows == 2 ? 256u : 0u;
+    uint32_t sc[2][2], zc[2][2] = {{0u, 0u}, {0u, 0u}};
+    sc[0][0] = lds_pair(srow);
+    sc[0][1] = lds_pair(srow + 16);
+    sc[1][0] = lds_pair(srow + r1);
+    sc[1][1] = lds_pair(srow + r1 + 16);
+    if (has_zeros) {
+      zc[0][0] = lds_pair(zrow);
+      zc[0][1] = lds_pair(zrow + 16);
+      zc[1][0] = lds_pair(zrow + r1);
+      zc[1][1] = lds_pair(zrow + r1 + 16);
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int h = kk / 2;
+      if (has_zeros) {
+        fragment<BITS, BF16, true>(w + fragment_offset<BITS>(role, kk), sc[h][0], sc[h][1], zc[h][0], zc[h][1], a[kk]);
+      } else {
+        fragment<BITS, BF16, false>(w + fragment_offset<BITS>(role, kk), sc[h][0], sc[h][1], 0u, 0u, a[kk]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
+    cute::warpgroup_arrive();
+    const uint32_t xs = s_x + stage * L::kXBytes;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      gmma<MmaAtom>(a[kk], smem_desc_sw128(xs + 32 * kk), acc, accumulate || kk > 0,
+                    std::make_index_sequence<kAcc>{});
+    cute::warpgroup_commit_batch();
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
+    cute::warpgroup_wait<1>();  // the previous stage's MMAs are done: its x tile is free
+    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
+    prev = stage;
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  };
+
+  bool pending_store = false;
+  for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
+    const Item it = item_of(p, item);
+    const int m0 = it.m0 * BT;
+    int prev = -1;
+    int kb = it.kb0;
+    bool accumulate = false;
+    for (; kb + 1 < it.kb1; kb += 2) {
+      step(a_even, accumulate, prev);
+      accumulate = true;
+      step(a_odd, true, prev);
+    }
+    if (kb < it.kb1) step(a_even, accumulate, prev);
+    cute::warpgroup_wait<0>();
+    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
+
+    // ------------------------------------------------------------ epilogue
+    if (p.splits > 1) {
+      // Fragment-order fp32 partials: float4 q of thread i at ((mn, split, q) * 256 + i) * 4.
+      float4* dst = reinterpret_cast<float4*>(p.partials) +
+                    (static_cast<long long>(it.mn) * p.splits + it.split) * (kAcc / 4) * 256 + (128 * c + tid);
+#pragma unroll
+      for (int q = 0; q < kAcc / 4; ++q)
+        dst[q * 256] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+      continue;
+    }
+    float b_lo = 0.f, b_hi = 0.f;
+    if (p.bias != nullptr) {
+      b_lo = to_f32<BF16>(p.bias[it.n0 + 64 * c + role.n_lo]);
+      b_hi = to_f32<BF16>(p.bias[it.n0 + 64 * c + role.n_lo + 8]);
+    }
+    // The previous item's TMA store must have finished reading the staging tile.
+    if (pending_store && tid == 0) cute::tma_store_wait<0>();
+    warpgroup_sync(c);
+    // Element (token, n) of the (BT, 64) staging tile lives at
+    //   128 token + 16 ((n / 8) ^ (token % 8)) + 2 (n % 8)
+    // (TMA's 128-byte swizzle). Accumulator 4 j + e is token 8 j + 2 t + (e & 1),
+    // column n_lo + 8 (e >> 1); token % 8 = 2 t + (e & 1) does not depend on j.
+    // Banks: 4 ((2 J + (e >> 1)) ^ (2 t + (e & 1))) + g / 2 over the warp,
+    // with J the role's 16-column group: two lanes (g, g ^ 1) per word,
+    // 16 distinct words: conflict free.
+    uint32_t base[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = role.n_lo + 8 * (e >> 1);
+      const int tok = 2 * t + (e & 1);
+      base[e] = s_epi + 128u * tok + 16u * ((n / 8) ^ tok) + 2u * (n % 8);
+    }
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ptx::sts_u16(base[e] + 1024u * j, from_f32<BF16>(acc[4 * j + e] + ((e >> 1) ? b_hi : b_lo)));
+    }
+    cutlass::arch::fence_view_async_shared();
+    warpgroup_sync(c);
+    if (tid == 0) {
+      cute::SM90_TMA_STORE_2D::copy(&tmap_y, smem + L::kOffEpi + c * BT * 128, it.n0 + 64 * c, m0);
+      cute::tma_store_arrive();
+    }
+    pending_store = true;
+  }
+  if (pending_store && tid == 0) cute::tma_store_wait<0>();
+#else
+  // Built for an architecture without wgmma: the host never launches this
+  // (prefill::can_implement requires sm90a); trap rather than do nothing.
+  (void)p;
+  (void)tmap_x;
+  (void)tmap_y;
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+#endif
+}
+
+// Split-K: y = round(sum over splits, in split order, of the fragment-order
+// partials + bias). One CTA of 256 threads per (n tile, m tile); thread i
+// holds what consumer thread i held (same Role), so the fragment -> (token,
+// column) map is the epilogue's.
+template <int BITS, bool BF16, int BT>
+__global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
+  constexpr int kQuads = BT / 8;  // float4s per thread
+  const int mn = blockIdx.x;
+  const int m0 = (mn % p.m_tiles) * BT;
+  const int n0 = (mn / p.m_tiles) * kTileN;
+  const int c = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int t = lane % 4;
+  const Role role = make_role<BITS>(warp, lane);
+  const int n_lo = n0 + 64 * c + role.n_lo;
+  float b_lo = 0.f, b_hi = 0.f;
+  if (p.bias != nullptr) {
+    b_lo = to_f32<BF16>(p.bias[n_lo]);
+    b_hi = to_f32<BF16>(p.bias[n_lo + 8]);
+  }
+  const float4* src = reinterpret_cast<const float4*>(p.partials) +
+                      static_cast<long long>(mn) * p.splits * kQuads * 256 + threadIdx.x;
+  for (int q = 0; q < kQuads; ++q) {
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < p.splits; ++s) {  // fixed order: bit-identical every run
+      const float4 f = src[(static_cast<long long>(s) * kQuads + q) * 256];
+      v[0] += f.x;
+      v[1] += f.y;
+      v[2] += f.z;
+      v[3] += f.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int m = m0 + 8 * q + 2 * t + (e & 1);
+      const int n = n_lo + 8 * (e >> 1);
+      if (m < p.M) y[static_cast<long long>(m) * p.N + n] = from_f32<BF16>(v[e] + ((e >> 1) ? b_hi : b_lo));
+    }
+  }
+}
+
+}  // namespace sm90
+}  // namespace prefill
+}  // namespace swordfish

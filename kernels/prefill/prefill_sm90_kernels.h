@@ -1,0 +1,23 @@
+// The instantiated sm90 prefill kernels, by (bits, dtype, token tile): one
+// translation unit per bit width (prefill_sm90_int4.cu, prefill_sm90_int8.cu)
+// so the two build in parallel. Host-only declarations.
+#pragma once
+
+namespace swordfish {
+namespace prefill {
+namespace sm90 {
+
+struct KernelSet {
+  const void* gemm = nullptr;    // gemm_kernel<BITS, BF16, BT>
+  const void* reduce = nullptr;  // reduce_kernel<BITS, BF16, BT>
+  int smem_bytes = 0;            // dynamic shared memory of gemm
+  int stages = 0;
+};
+
+// bt: 64, 128 or 256. Returns an empty set for anything else.
+KernelSet kernels_int4(bool bf16, int bt);
+KernelSet kernels_int8(bool bf16, int bt);
+
+}  // namespace sm90
+}  // namespace prefill
+}  // namespace swordfish

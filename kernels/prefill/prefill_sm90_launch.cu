@@ -1,0 +1,251 @@
+// Host twin of prefill_sm90.cuh: checks a GemmProblem, plans the launch
+// (token tile, split-K, grid), builds the TMA descriptors and enqueues.
+//
+// Plan (integer, a pure function of the problem and the device's SM count):
+//   For each token tile BT in {256, 128, 64} and split count S (S > 1 only
+//   while the tiles alone leave SMs idle, at least 4 k64 stages per split):
+//     waves = ceil(n_tiles * m_tiles * S / SMs)
+//     cost  = waves * ceil(k_stages / S) * (BT + kStageOverhead)
+//             + (S > 1 ? kSplitPenalty * (BT + kStageOverhead) : 0)
+//   and take the cheapest (ties: the larger BT, then fewer splits). BT +
+//   kStageOverhead models a stage's time as its MMA work plus a fixed
+//   per-stage cost (Transform, barriers) worth ~kStageOverhead tokens.
+//   grid = min(items, SMs), one CTA per SM (the kernel uses ~all shared memory).
+// Launches: [gather (act-order): xp = x[:, perm]] -> gemm_kernel
+//           [-> reduce_kernel when S > 1].
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "kernels/common/format.h"
+#include "kernels/common/problem.h"
+#include "kernels/prefill/prefill.h"
+#include "kernels/prefill/prefill_sm90.cuh"
+#include "kernels/prefill/prefill_sm90_kernels.h"
+
+namespace swordfish {
+namespace prefill {
+namespace {
+
+constexpr int kStageOverhead = 32;  // tokens' worth of fixed cost per k64 stage
+constexpr int kSplitPenalty = 2;    // stages' worth of cost of a split-K reduce
+constexpr int kMaxSplits = 8;
+constexpr int kMinStagesPerSplit = 4;
+constexpr int kTokenTiles[] = {256, 128, 64};
+
+std::string str(long long v) { return std::to_string(v); }
+long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+struct Plan {
+  int bt = 0, splits = 1, m_tiles = 0, n_tiles = 0, k_stages = 0, items = 0, grid = 0;
+  size_t ws_x = 0, ws_partials = 0;
+};
+
+Plan make_plan(const GemmProblem& p) {
+  Plan best;
+  long long best_cost = -1;
+  const int n_tiles = p.N / sm90::kTileN;
+  const int k_stages = p.K / kSliceK;
+  const int sms = p.sm_count > 0 ? p.sm_count : 1;
+  for (int bt : kTokenTiles) {
+    const long long m_tiles = ceil_div(p.M, bt);
+    const long long tiles = m_tiles * n_tiles;
+    for (int s = 1; s <= kMaxSplits; ++s) {
+      if (s > 1 && (k_stages / s < kMinStagesPerSplit || tiles * (s - 1) >= sms)) break;
+      const long long waves = ceil_div(tiles * s, sms);
+      long long cost = waves * ceil_div(k_stages, s) * (bt + kStageOverhead);
+      if (s > 1) cost += kSplitPenalty * (bt + kStageOverhead);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        best.bt = bt;
+        best.splits = s;
+        best.m_tiles = static_cast<int>(m_tiles);
+      }
+    }
+  }
+  best.n_tiles = n_tiles;
+  best.k_stages = k_stages;
+  const long long items = static_cast<long long>(best.m_tiles) * n_tiles * best.splits;
+  best.items = static_cast<int>(items);
+  best.grid = static_cast<int>(items < sms ? items : sms);
+  if (p.perm != nullptr) best.ws_x = align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
+  if (best.splits > 1)
+    best.ws_partials = static_cast<size_t>(best.m_tiles) * n_tiles * best.splits * best.bt * 128 * sizeof(float);
+  return best;
+}
+
+sm90::KernelSet kernels_for(const GemmProblem& p, int bt) {
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  return p.bits == 4 ? sm90::kernels_int4(bf16, bt) : sm90::kernels_int8(bf16, bt);
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link
+// against libcuda). Resolved once per process: a function address, not a knob.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// A 2-D (rows, cols) 16-bit row-major tensor read / written in (box_rows, 64)
+// boxes with the 128-byte swizzle wgmma and the epilogue expect.
+std::string tensor_map(CUtensorMap* map, const void* base, long long rows, long long cols, long long row_stride,
+                       int box_rows, const char* what) {
+  EncodeTiled encode = encode_tiled();
+  if (encode == nullptr) return "cannot resolve cuTensorMapEncodeTiled from the CUDA driver";
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(base), dims, strides, box, elem,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return std::string("cuTensorMapEncodeTiled failed for ") + what + " (" + str(rows) + " x " + str(cols) +
+           ", CUresult " + str(static_cast<int>(r)) + ")";
+  return "";
+}
+
+// xp[m, k] = x[m, perm[k]]: the act-order gather (packed row k is input
+// feature perm[k]), so the mainloop reads activations in packed order.
+__global__ void gather_kernel(const uint16_t* __restrict__ x, const int32_t* __restrict__ perm,
+                              uint16_t* __restrict__ xp, int M, int K) {
+  const int stride = gridDim.x * blockDim.x;
+  for (int m = blockIdx.y; m < M; m += gridDim.y) {
+    const uint16_t* row = x + static_cast<long long>(m) * K;
+    uint16_t* out = xp + static_cast<long long>(m) * K;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += stride) out[k] = row[__ldg(perm + k)];
+  }
+}
+
+std::string cuda_error(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return "";
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+}  // namespace
+
+std::string can_implement(const GemmProblem& p) {
+  const std::string arch = "sm" + str(p.cc_major) + str(p.cc_minor);
+  if (p.cc_major == 10 || p.cc_major == 11)
+    return "no prefill mainloop for " + arch + " in this build (tcgen05 is a later issue)";
+  if (p.cc_major != 9 || p.cc_minor != 0)
+    return "the prefill path needs sm90a (wgmma; compute capability 9.0), device is " + arch;
+#if !defined(SWORDFISH_HAS_SM90A)
+  return "this build has no sm_90a code (SWORDFISH_CUDA_ARCHS does not list 90a)";
+#else
+  if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
+  if (p.group != 32 && p.group != 64 && p.group != 128)
+    return "the prefill path needs group 32, 64 or 128 (channelwise scales replicated to one of them), got group " +
+           str(p.group);
+  if (p.K % 128 != 0) return "the prefill path needs K to be a multiple of 128, got K = " + str(p.K);
+  if (p.N % 128 != 0) return "the prefill path needs N to be a multiple of 128, got N = " + str(p.N);
+  if (p.K % p.group != 0) return "K = " + str(p.K) + " is not a multiple of group " + str(p.group);
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "dtype must be float16 or bfloat16, got " + str(static_cast<int>(p.dtype));
+  if (p.M < 0) return "M must be >= 0, got " + str(p.M);
+  const void* ptrs[] = {p.x, p.packed, p.scales, p.zeros, p.y};
+  const char* names[] = {"x", "packed", "scales", "zeros", "y"};
+  for (int i = 0; i < 5; ++i)
+    if (ptrs[i] != nullptr && !aligned16(ptrs[i]))
+      return std::string("the prefill path needs 16-byte aligned ") + names[i] + " (TMA / bulk copies)";
+  return "";
+#endif
+}
+
+size_t workspace_bytes(const GemmProblem& p) {
+  if (p.M <= 0) return 0;
+  const Plan plan = make_plan(p);
+  return plan.ws_x + plan.ws_partials;
+}
+
+std::string describe(const GemmProblem& p) {
+  const Plan plan = make_plan(p);
+  const sm90::KernelSet k = kernels_for(p, plan.bt);
+  return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
+         str(plan.bt) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " items=" + str(plan.items) +
+         " grid=" + str(plan.grid) + (p.perm != nullptr ? " gather=1" : "");
+}
+
+std::string launch(const GemmProblem& p, cudaStream_t stream) {
+  std::string why = can_implement(p);
+  if (!why.empty()) return why;
+  if (p.M == 0) return "";
+  const Plan plan = make_plan(p);
+  const sm90::KernelSet k = kernels_for(p, plan.bt);
+  if (k.gemm == nullptr) return "no prefill kernel for token tile " + str(plan.bt);
+  if (p.workspace_bytes < plan.ws_x + plan.ws_partials || (plan.ws_x + plan.ws_partials > 0 && p.workspace == nullptr))
+    return "prefill workspace too small: " + str(static_cast<long long>(p.workspace_bytes)) + " bytes, needs " +
+           str(static_cast<long long>(plan.ws_x + plan.ws_partials));
+
+  const void* x = p.x;
+  uint8_t* ws = static_cast<uint8_t*>(p.workspace);
+  if (p.perm != nullptr) {
+    uint16_t* xp = reinterpret_cast<uint16_t*>(ws);
+    const int threads = 256;
+    dim3 grid(static_cast<unsigned>(ceil_div(p.K, threads) < 8 ? ceil_div(p.K, threads) : 8),
+              static_cast<unsigned>(p.M < 65535 ? p.M : 65535));
+    gather_kernel<<<grid, threads, 0, stream>>>(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K);
+    why = cuda_error("prefill gather launch");
+    if (!why.empty()) return why;
+    x = xp;
+  }
+
+  sm90::Params params{};
+  params.packed = p.packed;
+  params.scales = static_cast<const uint16_t*>(p.scales);
+  params.zeros = static_cast<const uint16_t*>(p.zeros);
+  params.bias = static_cast<const uint16_t*>(p.bias);
+  params.partials = plan.splits > 1 ? reinterpret_cast<float*>(ws + plan.ws_x) : nullptr;
+  params.M = p.M;
+  params.K = p.K;
+  params.N = p.N;
+  params.group = p.group;
+  params.channelwise = p.channelwise ? 1 : 0;
+  params.m_tiles = plan.m_tiles;
+  params.n_tiles = plan.n_tiles;
+  params.splits = plan.splits;
+  params.k_stages = plan.k_stages;
+  params.items = plan.items;
+
+  CUtensorMap tmap_x, tmap_y;
+  why = tensor_map(&tmap_x, x, p.M, p.K, p.K, plan.bt, "x");
+  if (!why.empty()) return why;
+  why = tensor_map(&tmap_y, p.y, p.M, p.N, p.N, plan.bt, "y");
+  if (!why.empty()) return why;
+
+  if (cudaFuncSetAttribute(k.gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes) != cudaSuccess)
+    return cuda_error("prefill: cannot raise the shared-memory limit");
+  void* args[] = {&params, &tmap_x, &tmap_y};
+  if (cudaLaunchKernel(k.gemm, dim3(plan.grid), dim3(sm90::kThreads), args, k.smem_bytes, stream) != cudaSuccess)
+    return cuda_error("prefill gemm launch");
+  if (plan.splits > 1) {
+    uint16_t* y = static_cast<uint16_t*>(p.y);
+    void* rargs[] = {&params, &y};
+    if (cudaLaunchKernel(k.reduce, dim3(plan.m_tiles * plan.n_tiles), dim3(256), rargs, 0, stream) != cudaSuccess)
+      return cuda_error("prefill split-K reduce launch");
+  }
+  return cuda_error("prefill launch");
+}
+
+}  // namespace prefill
+}  // namespace swordfish

@@ -1,0 +1,134 @@
+// The Transform stage of the prefill mainloops: staged packed blocks in shared
+// memory -> dequantized, scaled weight fragments in registers, in the
+// m16 x k16 A-operand layout that both tensor-core generations consume.
+//
+// The prefill kernels compute y^T = W x^T: the weight is the MMA's A operand
+// (M side = output columns n), the activations are B (N side = tokens). Format
+// v1 stores, per k16 slice, what a warp feeds mma.sync as B fragments for n8
+// tiles; read as an A operand, two n8 tiles are one m16 A fragment, so a word
+// dequantizes straight into A registers with no shuffles (the decode swap
+// kernel uses the same fact):
+//   A fragment of mma.m16n8k16 / wgmma .m64 (per warp, rows r, cols c):
+//     a0 = (r = g,     c = 2t, 2t+1)   a1 = (r = g + 8, c = 2t, 2t+1)
+//     a2 = (r = g,     c = 2t+8, +9)   a3 = (r = g + 8, c = 2t+8, +9)
+//   (lane = 4g + t). Row g of the fragment is output column n_lo, row g + 8 is
+//   n_hi = n_lo + 8.
+//
+// Who uses it:
+//   sm90 (prefill_sm90.cuh): wgmma.m64nNk16 with A from registers. Warp w of a
+//     consumer warpgroup owns A rows 16w .. 16w + 15 and feeds the fragment
+//     directly.
+//   sm100 (a later issue): tcgen05.mma reads A from shared memory (or TMEM);
+//     its Transform warps call the same fragment() and store the four
+//     registers into the UMMA operand buffer at the row/column this header
+//     names (Role::n_lo / n_hi, 2t / 2t + 8), so only the store is new.
+//
+// Row assignment (Role): which 16 output columns a warp's A rows cover is free
+// (the accumulator row -> n map is undone in the epilogue), so it is chosen to
+// make the shared loads of a warp conflict free:
+//   int4: warp w, lane group g reads word j = (w + g / 2) % 4 of each lane's
+//     16-byte slot (rows n = 16 j + g and 16 j + 8 + g). Byte address within a
+//     512-byte sub-tile is 16 lane + 4 j, bank = (4 lane + j) % 32 =
+//     16 (g % 2) + 4 t + (w + g / 2) % 4: 32 distinct banks over the warp.
+//   int8: warp w takes n32 half h = w / 2 and word pair p = (w + g / 2) % 2
+//     (rows 32 h + 16 p + g and + 8); a lane loads 8 bytes at 16 lane + 8 p:
+//     within each half-warp phase lanes l and l + 8 differ in p, so the 16
+//     lanes hit 32 distinct banks.
+// For a fixed g, w -> j (int4) and w -> (h, p) (int8) are bijections, so the
+// four warps of a warpgroup cover all 64 columns of the block exactly once.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/dequant.cuh"
+#include "kernels/common/format.h"
+#include "kernels/common/ptx.cuh"
+
+namespace swordfish {
+namespace prefill {
+
+// Bytes of packed weight per (n64 block, k64 slice): one int4 block, or two
+// consecutive int8 blocks (k32 each), which format v1 stores back to back.
+template <int BITS>
+inline constexpr int kSliceBytes = BITS == 4 ? format::kBlockBytes : 2 * format::kBlockBytes;
+inline constexpr int kSliceK = 64;  // k rows per pipeline stage
+
+// One thread's place in a warpgroup's 64 x k16 A tile.
+struct Role {
+  int n_lo;        // output column (within the n64 block) of fragment row g; n_hi = n_lo + 8
+  uint32_t word;   // byte offset of the thread's word(s) within a sub-tile (int4) / sub-tile pair (int8)
+  int half;        // int8: which n32 half's sub-tile (0 / 1); int4: 0
+};
+
+template <int BITS>
+SF_DEVICE Role make_role(int warp_in_group, int lane) {
+  const int g = lane / 4;
+  Role r;
+  if constexpr (BITS == 4) {
+    const int j = (warp_in_group + g / 2) & 3;
+    r.n_lo = 16 * j + g;
+    r.word = 16u * lane + 4u * j;
+    r.half = 0;
+  } else {
+    const int h = warp_in_group / 2;
+    const int p = ((warp_in_group & 1) + g / 2) & 1;
+    r.n_lo = 32 * h + 16 * p + g;
+    r.word = 16u * lane + 8u * p;
+    r.half = h;
+  }
+  return r;
+}
+
+// Byte offset, within a staged k64 slice of one n64 block, of the word(s) the
+// role reads for k16 step kk (0..3).
+template <int BITS>
+SF_DEVICE uint32_t fragment_offset(const Role& r, int kk) {
+  if constexpr (BITS == 4) {
+    return static_cast<uint32_t>(kk) * format::kSubtileBytes + r.word;  // sub-tile kk of the block
+  } else {
+    // k16 step kk is block kk / 2 (k32 each), k16 slice kk % 2 inside it;
+    // sub-tile 2 (kk % 2) + half.
+    return static_cast<uint32_t>(kk / 2) * format::kBlockBytes +
+           static_cast<uint32_t>(2 * (kk % 2) + r.half) * format::kSubtileBytes + r.word;
+  }
+}
+
+// The A fragment for one k16 step: dequantize, then (q - B) * s (+ zs) with
+// one rounding, exactly as the reference. s_lo / s_hi (and z_lo / z_hi) are
+// the scale (folded zero point) of columns n_lo / n_hi duplicated into both
+// halves of a pair.
+template <int BITS, bool BF16, bool ZEROS>
+SF_DEVICE void fragment(uint32_t smem_addr, uint32_t s_lo, uint32_t s_hi, uint32_t z_lo, uint32_t z_hi,
+                        uint32_t (&a)[4]) {
+  uint32_t lo0, lo1, hi0, hi1;  // b0 / b1 pairs of rows n_lo and n_hi
+  if constexpr (BITS == 4) {
+    uint32_t w[4];
+    dequant::int4_pairs<BF16>(ptx::lds_32(smem_addr), w);
+    lo0 = w[0]; lo1 = w[1]; hi0 = w[2]; hi1 = w[3];
+  } else {
+    const uint2 q = ptx::lds_64(smem_addr);
+    uint32_t u[2], v[2];
+    dequant::int8_pairs<BF16>(q.x, u);
+    dequant::int8_pairs<BF16>(q.y, v);
+    lo0 = u[0]; lo1 = u[1]; hi0 = v[0]; hi1 = v[1];
+  }
+  if constexpr (ZEROS) {
+    a[0] = dequant::scale_zero<BF16>(lo0, s_lo, z_lo);
+    a[1] = dequant::scale_zero<BF16>(hi0, s_hi, z_hi);
+    a[2] = dequant::scale_zero<BF16>(lo1, s_lo, z_lo);
+    a[3] = dequant::scale_zero<BF16>(hi1, s_hi, z_hi);
+  } else {
+    (void)z_lo;
+    (void)z_hi;
+    a[0] = dequant::scale<BF16>(lo0, s_lo);
+    a[1] = dequant::scale<BF16>(hi0, s_hi);
+    a[2] = dequant::scale<BF16>(lo1, s_lo);
+    a[3] = dequant::scale<BF16>(hi1, s_hi);
+  }
+}
+
+// A 16-bit value from shared memory duplicated into both halves of a pair.
+SF_DEVICE uint32_t lds_pair(uint32_t addr) { return ptx::prmt(ptx::lds_u16(addr), 0u, 0x1010u); }
+
+}  // namespace prefill
+}  // namespace swordfish

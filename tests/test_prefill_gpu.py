@@ -1,0 +1,234 @@
+"""GPU tests of the sm90 prefill path (path=3 forced): kernels/prefill/.
+
+Same contract as the decode tests (tests/test_decode_gpu.py supplies the
+random weight, the poisoning and the fp64 reference): fresh random codes,
+scales, zero points, permutation, bias and activations per case; the output
+poisoned with NaN before each call; an fp64 reference of the dequantized
+weight (each weight rounded once to the dtype, as the Transform stage does).
+The prefill kernels accumulate in fp32 and round once (split-K partials are
+summed in fp32 in a fixed order), so the tolerance is the deterministic one:
+2 u + K 2^-24.
+
+Skips without an sm90 device: the kernels exist only in sm_90a SASS.
+
+Sanitizers (small cases: one tile, split-K with the reduce, act-order gather):
+    compute-sanitizer --tool memcheck  python -m pytest -q tests/test_prefill_gpu.py -m sanitize
+    compute-sanitizer --tool racecheck python -m pytest -q tests/test_prefill_gpu.py -m sanitize
+    compute-sanitizer --tool synccheck python -m pytest -q tests/test_prefill_gpu.py -m sanitize
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+ops = pytest.importorskip("swordfish_backend.ops")
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available()
+    or not ops.has_extension()
+    or torch.cuda.get_device_capability() != (9, 0),
+    reason="needs an sm90 (H100/H200) device and the compiled extension",
+)
+
+from test_decode_gpu import UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x  # noqa: E402
+
+PATH_PREFILL = 3
+M_SWEEP = [64, 65, 127, 128, 129, 255, 256, 333, 512, 1000, 1024, 2048, 4096]
+
+
+def _gemm(w: Weight, x, bias=None):
+    _poison(x.shape[0] * w.N, x.dtype)
+    return ops.gemm(x, w.packed, w.scales, w.zeros, w.perm, bias, w.bits, w.group, w.channelwise, PATH_PREFILL, 0)
+
+
+def _tol(w: Weight) -> float:
+    return 2 * UNIT_ROUNDOFF[w.dtype] + w.K * 2.0**-24
+
+
+def _ran_prefill():
+    assert ops.last_path(torch.cuda.current_device()) == PATH_PREFILL
+
+
+def _config(capfd, w: Weight, M: int) -> str:
+    """The SWORDFISH_DEBUG line the dispatcher printed for this call (its kernel configuration)."""
+    err = capfd.readouterr().err
+    lines = [l for l in err.splitlines() if f"M={M} K={w.K} N={w.N}" in l and "-> prefill" in l]
+    assert lines, f"no SWORDFISH_DEBUG line for M={M} K={w.K} N={w.N} in: {err!r}"
+    return lines[-1]
+
+
+# ----------------------------------------------------------------------------- M sweep
+
+
+@pytest.mark.parametrize("M", M_SWEEP)
+def test_m_sweep_int4_bf16_g128(M):
+    w = Weight(bits=4, K=1024, N=384, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=M)
+    x, bias = _x(M, w.K, w.dtype, 100 + M), _bias(w.N, w.dtype, 200 + M)
+    y = _gemm(w, x, bias)
+    _ran_prefill()
+    assert y.shape == (M, w.N)
+    _check(y, w.reference(x, bias), _tol(w), f"M={M}")
+
+
+@pytest.mark.parametrize("M", [64, 129, 333, 1000])
+def test_m_sweep_int8_fp16_g128_zeros_act_order(M):
+    w = Weight(bits=8, K=768, N=256, group=128, channelwise=False, zeros=True, act_order=True,
+               dtype=torch.float16, seed=1000 + M)
+    x = _x(M, w.K, w.dtype, 1100 + M)
+    _check(_gemm(w, x), w.reference(x), _tol(w), f"M={M}")
+    _ran_prefill()
+
+
+# ----------------------------------------------------------------------------- format cross product
+
+
+@pytest.mark.parametrize("M", [64, 200])
+@pytest.mark.parametrize("act_order", [False, True], ids=["sorted", "act_order"])
+@pytest.mark.parametrize("zeros", [False, True], ids=["sym", "zeros"])
+@pytest.mark.parametrize("group", [32, 64, 128, -1], ids=lambda g: "cw" if g == -1 else f"g{g}")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_formats(bits, dtype, group, zeros, act_order, M):
+    w = Weight(bits=bits, K=384, N=256, group=group, channelwise=group == -1, zeros=zeros, act_order=act_order,
+               dtype=dtype, seed=bits * 100000 + (dtype == torch.bfloat16) * 50000 + (group % 1000) * 100
+               + zeros * 20 + act_order * 10 + M)
+    x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+    _ran_prefill()
+
+
+# ----------------------------------------------------------------------------- shapes, tiles, split-K
+
+
+@pytest.mark.parametrize(
+    "bits,K,N,group",
+    [
+        (4, 128, 128, 128), (8, 128, 128, 32),        # smallest legal sizes: one stage pair, one n tile
+        (4, 640, 384, 64), (8, 1152, 896, 128),       # odd multiples of 128
+        (4, 8192, 256, 128), (8, 4096, 128, 64),      # K-heavy, few tiles: split-K and the reduce
+    ],
+)
+@pytest.mark.parametrize("M", [64, 65, 300])
+def test_odd_shapes(bits, K, N, group, M):
+    w = Weight(bits=bits, K=K, N=N, group=group, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=K + N + M)
+    x, bias = _x(M, K, w.dtype, K * M), _bias(N, w.dtype, N)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+
+
+@pytest.mark.parametrize("M,K,N,want", [
+    (64, 8192, 256, r"splits=[2-8]"),    # 2 tiles on >= 100 SMs: split-K
+    (4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
+    (100, 1024, 1024, r"tile=128x(64|128)"),
+    (3000, 1024, 1024, r"tile=128x256"),
+])
+def test_plan_and_split_paths(M, K, N, want, monkeypatch, capfd):
+    """The planner picks what the comment says, and each such plan is correct (split-K through the reduce)."""
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=M + K + N)
+    x, bias = _x(M, K, w.dtype, 7 * M), _bias(N, w.dtype, 8 * N)
+    y = _gemm(w, x, bias)
+    torch.cuda.synchronize()
+    line = _config(capfd, w, M)
+    assert re.search(want, line), line
+    _check(y, w.reference(x, bias), _tol(w))
+
+
+# ----------------------------------------------------------------------------- exactness, determinism, graphs
+
+
+@pytest.mark.parametrize("bits,dtype,zeros", [(4, torch.bfloat16, False), (4, torch.float16, True),
+                                              (8, torch.bfloat16, True), (8, torch.float16, False)])
+def test_one_hot_reproduces_dequantized_weight_exactly(bits, dtype, zeros):
+    """x = rows of the identity: y[i] must equal dequantized weight row i bit for bit (+ nothing)."""
+    w = Weight(bits=bits, K=256, N=256, group=64, channelwise=False, zeros=zeros, act_order=True, dtype=dtype,
+               seed=bits + zeros)
+    M = 96
+    idx = torch.randint(0, w.K, (M,), generator=torch.Generator().manual_seed(5))
+    x = torch.zeros(M, w.K, dtype=dtype)
+    x[torch.arange(M), idx] = 1
+    x = x.cuda()
+    y = _gemm(w, x)
+    ref = w.reference(x)  # exactly the selected dequantized weights (each a dtype value)
+    assert torch.equal(y.to(torch.float64), ref), "one-hot output differs from the dequantized weight"
+
+
+@pytest.mark.parametrize("M,K,N", [(200, 2048, 512), (64, 8192, 256)], ids=["one_split", "split_k"])
+def test_bit_identical_across_runs(M, K, N):
+    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=3)
+    x = _x(M, K, w.dtype, 4)
+    first = _gemm(w, x)
+    for _ in range(9):
+        assert torch.equal(_gemm(w, x), first)
+
+
+@pytest.mark.parametrize("act_order", [False, True])
+def test_cuda_graph_replay_equals_eager(act_order):
+    w = Weight(bits=4, K=1024, N=512, group=128, channelwise=False, zeros=False, act_order=act_order,
+               dtype=torch.bfloat16, seed=11)
+    bias = _bias(w.N, w.dtype, 12)
+    xs = [_x(M, w.K, w.dtype, 13 + M) for M in (64, 300, 1000)]
+    eager = [_gemm(w, x, bias) for x in xs]
+    static_x = [x.clone() for x in xs]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for x in static_x:  # warm up outside capture (workspace sizes, function attributes)
+            ops.gemm(x, w.packed, w.scales, w.zeros, w.perm, bias, w.bits, w.group, False, PATH_PREFILL, 0)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [ops.gemm(x, w.packed, w.scales, w.zeros, w.perm, bias, w.bits, w.group, False, PATH_PREFILL, 0)
+                for x in static_x]
+    for o in outs:
+        o.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    for o, e in zip(outs, eager):
+        assert torch.equal(o, e)
+
+
+def test_side_stream():
+    w = Weight(bits=8, K=512, N=256, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.float16, seed=21)
+    x = _x(300, w.K, w.dtype, 22)
+    ref = w.reference(x)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = _gemm(w, x)
+    s.synchronize()
+    _check(y, ref, _tol(w))
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("K,N,group,match", [
+    (192, 256, 64, r"K to be a multiple of 128, got K = 192"),
+    (256, 192, 64, r"N to be a multiple of 128, got N = 192"),
+])
+def test_forced_prefill_names_the_offending_value(K, N, group, match):
+    w = Weight(bits=4, K=K, N=N, group=group, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=1)
+    x = _x(64, K, w.dtype, 2)
+    with pytest.raises(RuntimeError, match=match):
+        _gemm(w, x)
+
+
+# ----------------------------------------------------------------------------- sanitizer cases
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("M,K,N,act_order", [(70, 256, 256, False), (64, 4096, 128, True)],
+                         ids=["one_tile", "split_k_act_order"])
+def test_prefill_small_sanitize(M, K, N, act_order):
+    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=act_order,
+               dtype=torch.bfloat16, seed=M)
+    x, bias = _x(M, K, w.dtype, 1), _bias(N, w.dtype, 2)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
