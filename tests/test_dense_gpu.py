@@ -195,6 +195,27 @@ def test_dense_one_hot_reproduces_weight(bits, act_order):
     assert torch.equal(bits_of(y), bits_of(ref_weight(w)[:, ks].t().contiguous()))
 
 
+@pytest.mark.parametrize("zeros", [False, True], ids=["sym", "zp"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
+@pytest.mark.parametrize("act_order", [False, True], ids=["NK", "KN_act_order"])
+@pytest.mark.parametrize("bits, K", [(4, 256), (8, 224)], ids=["int4", "int8_half_tile"])
+def test_dense_identity_reproduces_whole_weight(bits, K, act_order, dtype, zeros):
+    """x = the K x K identity: y = W^T exactly, every value of the scratch weight the GEMM read.
+
+    The act-order GEMM dequantizes into the (K, N) layout (lanes trade pairs through a shuffle
+    before the staging stores, dense_smem.h), which the dequantize op never uses: this checks
+    all of it, including an int8 tensor's half tile (K % 64 == 32)."""
+    N = 192
+    w = make_weight(bits, K, N, 32, dtype, zeros=zeros, act_order=act_order, seed=23 + bits)
+    x = torch.eye(K, dtype=dtype, device=DEV)
+    poison_next_allocation((K, N), dtype)
+    y = gemm(x, w)
+    assert ops.last_path(DEV.index) == PATH_DENSE
+    assert not torch.isnan(y).any()
+    mismatch = (bits_of(y) != bits_of(ref_weight(w).t().contiguous())).sum().item()
+    assert mismatch == 0, f"{mismatch} of {K * N} values differ"
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
 def test_dense_bias_epilogue(dtype):
     K, N, M = 512, 256, 33

@@ -9,10 +9,13 @@
 //            dequant.cuh) turns each word into exact (q - B) pairs; one
 //            scale() (or scale_zero() with folded zero points) per pair: each
 //            value is one rounding of the exact (q - B) * s + zs.
-//   stage    into a shared tile padded 64 -> 72 elements per row: with a
-//            144-byte row stride the lanes of one store hit 32 (NK) or 16
-//            distinct (KN, two lanes per word) banks; unpadded (128 bytes),
-//            the eight lanes of each t share a bank: 8-way conflicts.
+//   stage    into a shared tile padded 64 -> 72 elements per row (a 36-word
+//            row stride, 4 mod 32 banks), one 32-bit store per fragment pair
+//            in both layouts (KN: lanes g, g ^ 1 first trade pairs with one
+//            shuffle so each lane holds two adjacent columns of one row).
+//            Every shared store and load is bank-conflict-free: the address
+//            map, its bank arithmetic and the static_asserts that check it
+//            lane by lane are in dense_smem.h.
 //   write    16-byte stores, eight threads per 128-byte row segment.
 //
 // Two output layouts (Layout):
@@ -36,22 +39,10 @@
 #include "kernels/common/dequant.cuh"
 #include "kernels/common/format.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_smem.h"
 
 namespace swordfish {
 namespace dense {
-
-inline constexpr int kTileK = 64;               // k rows per CTA tile
-inline constexpr int kTileN = format::kBlockN;  // n columns per CTA tile
-inline constexpr int kWarps = kTileK / format::kFragmentK;  // one k16 slice per warp
-inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kSmemPad = 8;                     // elements: 64 -> 72 per row
-inline constexpr int kSmemStride = 64 + kSmemPad;      // elements per staged row
-inline constexpr int kChunksPerRow = 64 * 2 / 16;      // 16-byte chunks per 64-element row
-static_assert(kWarps == 4 && kThreads == 128, "a CTA is four warps");
-static_assert(kSmemStride * 2 % 16 == 0, "staged rows stay 16-byte aligned");
-// Column store (NK): lane (g, t) writes word (8c+g)*stride/2 + t; with stride/2 == 4 (mod 32)
-// its bank is 4g + t + const, distinct for all 32 lanes.
-static_assert((kSmemStride / 2) % 32 == 4, "padding makes the NK column stores conflict-free");
 
 struct DequantParams {
   const int32_t* __restrict__ packed;  // (N/64, K/block_k, 512)
@@ -64,41 +55,49 @@ struct DequantParams {
   bool channelwise;  // every scale row equal: read row 0
 };
 
+// 16 CTAs of 128 threads fill an SM's 2048 threads (sm80-sm100): registers capped at 32 so that
+// every instantiation (the KN exchange costs a few) keeps full occupancy and its loads in flight.
+inline constexpr int kMinBlocksPerSm = 16;
+
 // One CTA: the k64 x n64 tile (blockIdx.x = k64 tile, blockIdx.y = n-block).
 // kBF16 picks bf16x2 (true) or f16x2 (false) arithmetic; values travel as raw 16-bit patterns.
 template <int kBits, bool kBF16, bool kZeros, Layout kLayout, bool kPerm>
-__global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p) {
-  // NK: (BLK_N, BLK_K + pad); KN: (BLK_K, BLK_N + pad); 16-bit values
-  __shared__ alignas(16) uint16_t smem[64][kSmemStride];
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) dequant_kernel(const DequantParams p) {
+  // NK: (BLK_N, BLK_K + pad); KN: (BLK_K, BLK_N + pad); 16-bit values, addressed as 32-bit words (dense_smem.h)
+  __shared__ alignas(16) uint32_t tile[kSmemWords];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t = lane % 4, g = lane / 4;
+  const int g = lane / 4;  // this lane's column within each n8 tile (format.h)
   const int nb = blockIdx.y;
   const int k0 = blockIdx.x * kTileK;
   const int valid_k = min(kTileK, p.K - k0);  // 64, or 32 on an int8 tensor's last tile
   const int n0 = nb * kTileN;
 
-  if (warp * 16 < valid_k) {
-    // ---- load: this lane's words of the k16 slice `warp` (word j covers n8 tiles per format.h)
+  // An int8 tensor may end on a half tile (valid_k = 32): warps 2 and 3 then load slices 0 and 1 again
+  // (in bounds) and stage them into rows 32..63, which the write-out skips. No branch around the stage:
+  // the KN exchange's shuffles stay in converged code (no divergent fallback path, no spills).
+  const int slice = kBits == 8 && warp * 16 >= valid_k ? warp - 2 : warp;
+  {  // load, dequantize, stage (the registers live in this block only)
+    // ---- load: this lane's words of the k16 slice `slice` (word j covers n8 tiles per format.h)
     uint32_t w[kBits == 4 ? 4 : 8];
     if constexpr (kBits == 4) {
       const int32_t* src = p.packed + format::block_offset_words(4, p.K, nb, blockIdx.x) +
-                           warp * (format::kLanes * format::kLaneWords) + lane * format::kLaneWords;
+                           slice * (format::kLanes * format::kLaneWords) + lane * format::kLaneWords;
       const int4 v = __ldcs(reinterpret_cast<const int4*>(src));
       w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
     } else {
-      const int kb = 2 * blockIdx.x + warp / 2;  // k32 block
+      const int kb = 2 * blockIdx.x + slice / 2;  // k32 block
       const int32_t* src = p.packed + format::block_offset_words(8, p.K, nb, kb) +
-                           (2 * (warp % 2)) * (format::kLanes * format::kLaneWords) + lane * format::kLaneWords;
+                           (2 * (slice % 2)) * (format::kLanes * format::kLaneWords) + lane * format::kLaneWords;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // n32 half h = sub-tile 2 * (warp % 2) + h
+      for (int h = 0; h < 2; ++h) {  // n32 half h = sub-tile 2 * (slice % 2) + h
         const int4 v = __ldcs(reinterpret_cast<const int4*>(src + h * format::kLanes * format::kLaneWords));
         w[4 * h + 0] = v.x, w[4 * h + 1] = v.y, w[4 * h + 2] = v.z, w[4 * h + 3] = v.w;
       }
     }
 
     // ---- scales (and folded zero points) of this lane's 8 columns 8c + g, each in both halves
-    const long long srow = p.channelwise ? 0 : (k0 + warp * 16) / p.group;
+    const long long srow = p.channelwise ? 0 : (k0 + slice * 16) / p.group;
     const uint16_t* scales = static_cast<const uint16_t*>(p.scales) + srow * p.N + n0 + g;
     const uint16_t* zeros = kZeros ? static_cast<const uint16_t*>(p.zeros) + srow * p.N + n0 + g : nullptr;
     uint32_t s2[8], z2[8];
@@ -109,7 +108,6 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
     }
 
     // ---- dequantize, scale, stage. Column 8c + g: pair 0 = rows (2t, 2t+1), pair 1 = rows (2t+8, 2t+9).
-    const int k = warp * 16 + 2 * t;
     auto stage = [&](int c, uint32_t pair0, uint32_t pair1) {
       if constexpr (kZeros) {
         pair0 = dequant::scale_zero<kBF16>(pair0, s2[c], z2[c]);
@@ -118,15 +116,15 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
         pair0 = dequant::scale<kBF16>(pair0, s2[c]);
         pair1 = dequant::scale<kBF16>(pair1, s2[c]);
       }
-      const int n = 8 * c + g;
       if constexpr (kLayout == Layout::kNK) {
-        *reinterpret_cast<uint32_t*>(&smem[n][k]) = pair0;
-        *reinterpret_cast<uint32_t*>(&smem[n][k + 8]) = pair1;
+        tile[smem::stage_nk(warp, lane, c, 0)] = pair0;
+        tile[smem::stage_nk(warp, lane, c, 1)] = pair1;
       } else {
-        smem[k][n] = static_cast<uint16_t>(pair0);
-        smem[k + 1][n] = static_cast<uint16_t>(pair0 >> 16);
-        smem[k + 8][n] = static_cast<uint16_t>(pair1);
-        smem[k + 9][n] = static_cast<uint16_t>(pair1 >> 16);
+        // Trade pairs with lane g ^ 1 (same rows, adjacent column); keep one row of both columns.
+        const uint32_t other0 = __shfl_xor_sync(0xffffffffu, pair0, kExchangeLaneXor);
+        const uint32_t other1 = __shfl_xor_sync(0xffffffffu, pair1, kExchangeLaneXor);
+        tile[smem::stage_kn(warp, lane, c, 0)] = ptx::prmt(pair0, other0, smem::exchange_selector(lane));
+        tile[smem::stage_kn(warp, lane, c, 1)] = ptx::prmt(pair1, other1, smem::exchange_selector(lane));
       }
     };
     if constexpr (kBits == 4) {
@@ -148,21 +146,22 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
   }
   __syncthreads();
 
-  // ---- write
+  // ---- write (the reads of `tile` below use dense_smem.h's maps 3 and 4)
   uint16_t* out = static_cast<uint16_t*>(p.out);
-  const int chunk = threadIdx.x % kChunksPerRow;
+  const int chunk = smem::out_chunk(threadIdx.x);
   if constexpr (kLayout == Layout::kNK && !kPerm) {
     // 64 rows n x 8 chunks: out[n0 + r][k0 + 8 * chunk ...], 128 contiguous bytes per row.
 #pragma unroll
-    for (int i = 0; i < 64 / (kThreads / kChunksPerRow); ++i) {
-      const int r = threadIdx.x / kChunksPerRow + i * (kThreads / kChunksPerRow);
+    for (int i = 0; i < kSmemRows / kRowsPerPass; ++i) {
+      const int r = smem::out_row(threadIdx.x, i);
       if (chunk * 8 < valid_k) {
-        const uint4 v = *reinterpret_cast<const uint4*>(&smem[r][chunk * 8]);
+        const uint4 v = *reinterpret_cast<const uint4*>(&tile[smem::out_word(threadIdx.x, i)]);
         *reinterpret_cast<uint4*>(out + static_cast<long long>(n0 + r) * p.K + k0 + chunk * 8) = v;
       }
     }
   } else if constexpr (kLayout == Layout::kNK) {
     // Act-order, nn.Linear layout: column perm[k0 + k] of every row receives packed row k0 + k.
+    const uint16_t* tile16 = reinterpret_cast<const uint16_t*>(tile);
     const int ka = lane, kb = lane + 32;
     // A perm entry outside [0, K) is skipped, never written out of bounds.
     const int pa = ka < valid_k ? __ldg(p.perm + k0 + ka) : -1;
@@ -170,20 +169,20 @@ __global__ void __launch_bounds__(kThreads) dequant_kernel(const DequantParams p
     const bool wa = static_cast<unsigned>(pa) < static_cast<unsigned>(p.K);
     const bool wb = static_cast<unsigned>(pb) < static_cast<unsigned>(p.K);
 #pragma unroll 4
-    for (int r = warp; r < 64; r += kWarps) {
+    for (int r = warp; r < kSmemRows; r += kWarps) {
       uint16_t* row = out + static_cast<long long>(n0 + r) * p.K;
-      if (wa) row[pa] = smem[r][ka];
-      if (wb) row[pb] = smem[r][kb];
+      if (wa) row[pa] = tile16[smem::scatter_elem(r, lane, 0)];
+      if (wb) row[pb] = tile16[smem::scatter_elem(r, lane, 1)];
     }
   } else {
     // KN: 64 rows k x 8 chunks: out[dst(k0 + r)][n0 + 8 * chunk ...]; act-order moves whole rows.
 #pragma unroll
-    for (int i = 0; i < 64 / (kThreads / kChunksPerRow); ++i) {
-      const int r = threadIdx.x / kChunksPerRow + i * (kThreads / kChunksPerRow);
+    for (int i = 0; i < kSmemRows / kRowsPerPass; ++i) {
+      const int r = smem::out_row(threadIdx.x, i);
       if (r < valid_k) {
         const int dst = kPerm ? __ldg(p.perm + k0 + r) : k0 + r;
         if (kPerm && static_cast<unsigned>(dst) >= static_cast<unsigned>(p.K)) continue;  // bad perm entry: skip
-        const uint4 v = *reinterpret_cast<const uint4*>(&smem[r][chunk * 8]);
+        const uint4 v = *reinterpret_cast<const uint4*>(&tile[smem::out_word(threadIdx.x, i)]);
         *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * p.N + n0 + chunk * 8) = v;
       }
     }
