@@ -105,6 +105,138 @@ SF_DEVICE uint32_t apply(uint32_t w, uint32_t s, uint32_t z) {
 
 SF_DEVICE uint32_t word(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
 
+// Zero a register array of accumulators (fully unrolled: stays in registers).
+template <int N>
+SF_DEVICE void clear(float (&a)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) a[i] = 0.f;
+}
+template <int R, int N>
+SF_DEVICE void clear(float (&a)[R][N]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) clear(a[r]);
+}
+template <int T, int R, int N>
+SF_DEVICE void clear(float (&a)[T][R][N]) {
+#pragma unroll
+  for (int t = 0; t < T; ++t) clear(a[t]);
+}
+
+// This lane's 16 B of each of the four weight sub-tiles staged at `slot`.
+SF_DEVICE void lds_weights(uint4 (&wv)[format::kSubtiles], uint32_t slot, int lane) {
+#pragma unroll
+  for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(slot + s * format::kSubtileBytes + lane * 16);
+}
+
+// ---- work split and stage ring, shared by gemm_kernel and swap_kernel (decode_swap.cuh)
+
+// This CTA's units [u0, u1) of the flat list (decode_config.h): in atomic mode a
+// balanced slice of p.units over the grid; in the deterministic modes part
+// blockIdx.x % parts of segment blockIdx.x / parts.
+SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
+  if (p.mode == kModeAtomic) {
+    u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
+    u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
+  } else {
+    const int seg = blockIdx.x / p.parts;
+    const int part = blockIdx.x - seg * p.parts;
+    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
+    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
+  }
+}
+
+// The units [u0, u1) warp `warp` streams: the CTA's range cut to the quads q
+// where its column 4 q + warp exists (the last quad may hold fewer than four
+// columns). Returns how many (0: none). mgroups is p.mgroups, or the constant 1
+// of a kernel with one m-group (swap_kernel), which the compiler then folds.
+SF_DEVICE int warp_units(const Params& p, int warp, int mgroups, long long& u0, long long& u1) {
+  cta_units(p, u0, u1);
+  const int warp_quads = (p.ncols - warp + 3) >> 2;  // quads q with 4 q + warp < ncols
+  const long long warp_end = static_cast<long long>(warp_quads) * mgroups * p.kblocks;
+  if (u1 > warp_end) u1 = warp_end;
+  return u0 < u1 ? static_cast<int>(u1 - u0) : 0;
+}
+
+// Where flat unit u lies: quad, m-group, k-block (mgroups folded as above).
+struct UnitPos {
+  int q, mg, kb;
+};
+SF_DEVICE UnitPos unit_pos(long long u, int kblocks, int mgroups) {
+  const long long seg = u / kblocks;
+  return UnitPos{static_cast<int>(seg / mgroups), static_cast<int>(seg % mgroups),
+                 static_cast<int>(u - seg * kblocks)};
+}
+
+// A unit's weights, lane-local: this lane's 16 B of each 512-byte sub-tile of
+// the column's block (w: the lane's bytes of sub-tile 0) into slot `dst`.
+SF_DEVICE void issue_weights(uint32_t dst, const uint8_t* w, uint64_t pol, int lane) {
+#pragma unroll
+  for (int s = 0; s < format::kSubtiles; ++s)
+    ptx::cp_async_16_cg(dst + s * format::kSubtileBytes + lane * 16, w + s * format::kSubtileBytes, pol);
+}
+
+// A unit's scale (+ zero-point) pair of this lane's columns (scol, scol + 1),
+// lane-local: the row of k0, and for int4 g32 (two_rows) also the row of k0 + 32.
+template <int BITS, bool ZEROS>
+SF_DEVICE void issue_scales(uint32_t s_dst, uint32_t z_dst, const Params& p, int k0, int scol, bool two_rows,
+                            int lane) {
+#pragma unroll
+  for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
+    if (r == 1 && !two_rows) break;
+    const int off = ((k0 + r * 32) >> p.gshift) * p.N + scol;
+    ptx::cp_async_4_ca(s_dst + r * 128 + lane * 4, p.scales + off);
+    if constexpr (ZEROS) ptx::cp_async_4_ca(z_dst + r * 128 + lane * 4, p.zeros + off);
+  }
+}
+
+// Zero BYTES at `base` of each of the S ring slots (stride apart): thread
+// `tid` of NT stores 16 B at base + 16 tid, + 16 NT, ... (once, before the
+// prologue; activation slots no thread copies must read as zeros).
+template <int S, int BYTES, int NT>
+SF_DEVICE void zero_ring(uint32_t base, uint32_t stride, int tid) {
+#pragma unroll
+  for (int st = 0; st < S; ++st)
+#pragma unroll
+    for (int o = 0; o < BYTES; o += 16 * NT)
+      if (BYTES % (16 * NT) == 0 || o + tid * 16 < BYTES) ptx::sts_128(base + st * stride + o + tid * 16, make_uint4(0, 0, 0, 0));
+}
+
+// The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
+// cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
+// unit it (0 .. n - 1) from slot st. S - 1 units are issued ahead of the one
+// consumed: iteration it issues unit it + S - 1 into the slot consumed at
+// it - 1 (this lane's reads of it are complete: their values fed the MMAs),
+// commits (empty groups past the end keep the count uniform) and waits for
+// unit it with the per-thread cp.async.wait_group: no warp or CTA barrier.
+template <int S, class Issue, class Consume>
+SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Consume&& consume) {
+  const uint32_t ring_end = ring + S * stride;
+  uint32_t prod = ring, cons = ring;
+  int issued = 0;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += stride;
+  }
+  for (int it = 0; it < n; ++it) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += stride;
+    if (prod == ring_end) prod = ring;
+    ptx::cp_async_wait<S - 1>();
+    consume(it, cons);
+    cons += stride;
+    if (cons == ring_end) cons = ring;
+  }
+}
+
 }  // namespace detail
 
 // grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
@@ -125,40 +257,19 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
-  // ---- this CTA's units [u0, u1), cut to the quads where this warp's column exists
+  // ---- this warp's units [u0, u1) of the CTA's range
   long long u0, u1;
-  if (p.mode == kModeAtomic) {
-    u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
-    u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
-  } else {
-    const int seg = blockIdx.x / p.parts;
-    const int part = blockIdx.x - seg * p.parts;
-    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
-    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
-  }
-  const int warp_quads = (p.ncols - warp + 3) >> 2;  // quads q with 4 q + warp < ncols
-  const long long warp_end = static_cast<long long>(warp_quads) * p.mgroups * p.kblocks;
-  if (u1 > warp_end) u1 = warp_end;
-  if (u0 >= u1) return;  // no barriers anywhere: an idle warp may leave
-  const int n = static_cast<int>(u1 - u0);
-
-  const long long seg0 = u0 / p.kblocks;
-  const int kb0 = static_cast<int>(u0 - seg0 * p.kblocks);
-  const int mg0 = static_cast<int>(seg0 % p.mgroups);
-  const int q0 = static_cast<int>(seg0 / p.mgroups);
+  const int n = detail::warp_units(p, warp, p.mgroups, u0, u1);
+  if (n == 0) return;  // no barriers anywhere: an idle warp may leave
+  const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
 
   // ---- per-warp stage ring (S, L.bytes): 32-bit shared addresses, compare-and-wrap
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
-  const uint32_t ring_end = ring + S * L.bytes;
 
   // Activation slots start as zeros. A slot whose row is >= M is never
   // copied (it may keep a valid row of an earlier m-group): such rows only
   // feed accumulator rows that are never stored.
-#pragma unroll
-  for (int st = 0; st < S; ++st)
-#pragma unroll
-    for (int i = 0; i < MT * NS; ++i)
-      ptx::sts_128(ring + st * L.bytes + L.act_offset + i * 512 + lane * 16, make_uint4(0, 0, 0, 0));
+  detail::zero_ring<S, MT * NS * 512, 32>(ring + L.act_offset, L.bytes, lane);
 
   const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
 
@@ -167,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8;  // ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8
   const int a_col = (lane >> 4) * 8;                      // matrices 2, 3 hold k 8..15
   const int x_tile_stride = 16 * p.K;                     // elements between m16 tiles
-  int p_kb = kb0, p_mg = mg0, p_q = q0;
+  int p_kb = pos0.kb, p_mg = pos0.mg, p_q = pos0.q;
   const uint8_t* p_w = nullptr;   // this lane's 16 B of sub-tile 0 of the unit
   const uint16_t* p_x = nullptr;  // this lane's 8 activations of tile 0, slice 0
   int p_scol = 0;                 // scale column of this lane's pair: 64 col + 2 lane
@@ -185,9 +296,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   seek();
 
   auto issue = [&](uint32_t st) {
-#pragma unroll
-    for (int s = 0; s < format::kSubtiles; ++s)
-      ptx::cp_async_16_cg(st + s * format::kSubtileBytes + lane * 16, p_w + s * format::kSubtileBytes, pol);
+    detail::issue_weights(st, p_w, pol, lane);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       if (p_rows & (1u << mt)) {
@@ -197,15 +306,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
                               p_x + mt * x_tile_stride + sl * format::kFragmentK);
       }
     }
-    const int k0 = p_kb * BK;
-#pragma unroll
-    for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
-      // int4 g32: the rows of k0 (slices 0, 1) and of k0 + 32 (slices 2, 3); one row otherwise
-      if (r == 1 && !two_rows) break;
-      const int off = ((k0 + r * 32) >> p.gshift) * p.N + p_scol;
-      ptx::cp_async_4_ca(st + L.scale_offset + r * 128 + lane * 4, p.scales + off);
-      if constexpr (ZEROS) ptx::cp_async_4_ca(st + L.zero_offset + r * 128 + lane * 4, p.zeros + off);
-    }
+    detail::issue_scales<BITS, ZEROS>(st + L.scale_offset, st + L.zero_offset, p, p_kb * BK, p_scol, two_rows, lane);
     if (++p_kb == p.kblocks) {
       p_kb = 0;
       if (++p_mg == p.mgroups) {
@@ -221,12 +322,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
 
   // ---- consumer
   float acc[MT][8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
+  detail::clear(acc);
 
 
   // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
@@ -235,17 +331,12 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   // before a flush, then clears them. No scale multiply, and for int4 bf16 /
   // int8 fp16 no bias fma, per weight pair.
   float raw[FOLD ? 8 : 1][4], xs[4];
-#pragma unroll
-  for (int c = 0; c < (FOLD ? 8 : 1); ++c)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw[c][i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+  detail::clear(raw);
+  detail::clear(xs);
 
   auto consume_fold = [&](uint32_t st) {
     uint4 wv[format::kSubtiles];
-#pragma unroll
-    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+    detail::lds_weights(wv, st, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       uint32_t a[4];
@@ -300,14 +391,12 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
         raw[c][i] = 0.f;
       }
     }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+    detail::clear(xs);
   };
 
   auto consume = [&](uint32_t st) {
     uint4 wv[format::kSubtiles];
-#pragma unroll
-    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+    detail::lds_weights(wv, st, lane);
     uint32_t sp[8], zp[8] = {};  // zp stays 0 (and unused) without zero points
     detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
     if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
@@ -396,41 +485,14 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
         }
       }
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][c][i] = 0.f;
+    detail::clear(acc);
   };
 
-  // ---- pipeline: S - 1 units in flight ahead of the one being consumed.
-  // Iteration it issues unit it + S - 1 into the slot consumed at it - 1 (this
-  // lane's own reads of it are complete: their values fed the MMAs), commits
-  // (empty groups past the end keep the count uniform) and waits for unit it.
-  uint32_t prod = ring, cons = ring;
-  int issued = 0;
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += L.bytes;
-  }
-  int seg_left = min(p.kblocks - kb0, n);  // units left in the current segment
-  int c_q = q0, c_mg = mg0;
-  int c_kb = kb0;  // FOLD: k-block of the unit being consumed (group ends)
-  for (int it = 0; it < n; ++it) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += L.bytes;
-    if (prod == ring_end) prod = ring;
-    ptx::cp_async_wait<S - 1>();
+  // ---- pipeline (detail::run_ring); flush at each segment end
+  int seg_left = min(p.kblocks - pos0.kb, n);  // units left in the current segment
+  int c_q = pos0.q, c_mg = pos0.mg;
+  int c_kb = pos0.kb;  // FOLD: k-block of the unit being consumed (group ends)
+  detail::run_ring<S>(n, ring, L.bytes, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
     if constexpr (FOLD) {
       consume_fold(cons);
@@ -440,8 +502,6 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
     } else {
       consume(cons);
     }
-    cons += L.bytes;
-    if (cons == ring_end) cons = ring;
     if (seg_end) {
       flush(c_q, c_mg);
       if (++c_mg == p.mgroups) {
@@ -450,7 +510,7 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
       }
       seg_left = min(p.kblocks, n - it - 1);
     }
-  }
+  });
 }
 
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD = false>

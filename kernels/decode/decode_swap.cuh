@@ -57,32 +57,14 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
-  // ---- this CTA's units [u0, u1) (decode_gemm.cuh); here mgroups == 1
+  // ---- this warp's units (decode_gemm.cuh); here mgroups == 1
   long long u0, u1;
-  if (p.mode == kModeAtomic) {
-    u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
-    u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
-  } else {
-    const int seg = blockIdx.x / p.parts;
-    const int part = blockIdx.x - seg * p.parts;
-    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
-    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
-  }
-  const int warp_quads = (p.ncols - warp + 3) >> 2;
-  const long long warp_end = static_cast<long long>(warp_quads) * p.kblocks;
-  if (u1 > warp_end) u1 = warp_end;
-  if (u0 >= u1) return;
-  const int n = static_cast<int>(u1 - u0);
-  const int q0 = static_cast<int>(u0 / p.kblocks);
-  const int kb0 = static_cast<int>(u0 - static_cast<long long>(q0) * p.kblocks);
+  const int n = detail::warp_units(p, warp, 1, u0, u1);
+  if (n == 0) return;
+  const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
-  const uint32_t ring_end = ring + S * L.bytes;
-#pragma unroll
-  for (int st = 0; st < S; ++st)
-#pragma unroll
-    for (int h = 0; h < NX; ++h)
-      ptx::sts_128(ring + st * L.bytes + L.act_offset + h * 512 + lane * 16, make_uint4(0, 0, 0, 0));
+  detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
 
   const bool two_rows = BITS == 4 && p.gshift == 5;
 
@@ -91,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   const int x_tok = lane & 7;                  // ldmatrix: lane l addresses row l % 8 of matrix l / 8
   const bool x_live = x_tok < p.M;             // tokens >= M: slot stays zero
   const int x_col = (lane >> 3) * 8;           // matrix l / 8 = k 8 (l / 8) .. + 7 of the k32
-  int p_kb = kb0, p_q = q0;
+  int p_kb = pos0.kb, p_q = pos0.q;
   const uint8_t* p_w = nullptr;
   const uint16_t* p_x = nullptr;
   int p_scol = 0;
@@ -104,21 +86,12 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   seek();
 
   auto issue = [&](uint32_t st) {
-#pragma unroll
-    for (int s = 0; s < format::kSubtiles; ++s)
-      ptx::cp_async_16_cg(st + s * format::kSubtileBytes + lane * 16, p_w + s * format::kSubtileBytes, pol);
+    detail::issue_weights(st, p_w, pol, lane);
     if (x_live) {
 #pragma unroll
       for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
     }
-    const int k0 = p_kb * BK;
-#pragma unroll
-    for (int r = 0; r < scale_rows_per_unit(BITS); ++r) {
-      if (r == 1 && !two_rows) break;
-      const int off = ((k0 + r * 32) >> p.gshift) * p.N + p_scol;
-      ptx::cp_async_4_ca(st + L.scale_offset + r * 128 + lane * 4, p.scales + off);
-      if constexpr (ZEROS) ptx::cp_async_4_ca(st + L.zero_offset + r * 128 + lane * 4, p.zeros + off);
-    }
+    detail::issue_scales<BITS, ZEROS>(st + L.scale_offset, st + L.zero_offset, p, p_kb * BK, p_scol, two_rows, lane);
     if (++p_kb == p.kblocks) {
       p_kb = 0;
       ++p_q;
@@ -130,18 +103,10 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   };
 
   // ---- consumer. acc[m]: m16 tile m = output columns 16 m .. 16 m + 15 of the warp's column.
-  float acc[4][4];
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
-  float raw[FOLD ? 4 : 1][4], xs[4];
-#pragma unroll
-  for (int m = 0; m < (FOLD ? 4 : 1); ++m)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw[m][i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+  float acc[4][4], raw[FOLD ? 4 : 1][4], xs[4];
+  detail::clear(acc);
+  detail::clear(raw);
+  detail::clear(xs);
 
   // The A fragment of m16 tile m in k16 slice sl from the staged words:
   // int4: word m of sub-tile sl, pairs (0, 2, 1, 3); int8: words 2 (m % 2),
@@ -189,8 +154,7 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
 
   auto consume = [&](uint32_t st) {
     uint4 wv[format::kSubtiles];
-#pragma unroll
-    for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(st + s * format::kSubtileBytes + lane * 16);
+    detail::lds_weights(wv, st, lane);
     uint32_t xb[NX][4];
 #pragma unroll
     for (int h = 0; h < NX; ++h) ptx::ldmatrix_x4(xb[h], st + L.act_offset + h * 512 + lane * 16);
@@ -247,8 +211,7 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
         raw[m][i] = 0.f;
       }
     }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) xs[i] = 0.f;
+    detail::clear(xs);
   };
 
   // Lane (g, t) holds column 16 m + 8 h + g, tokens 2t, 2t + 1 in acc[m][2h],
@@ -286,36 +249,14 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
         }
       }
     }
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[m][i] = 0.f;
+    detail::clear(acc);
   };
 
-  // ---- pipeline (decode_gemm.cuh)
-  uint32_t prod = ring, cons = ring;
-  int issued = 0;
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += L.bytes;
-  }
-  int seg_left = min(p.kblocks - kb0, n);
-  int c_q = q0;
-  int c_kb = kb0;
-  for (int it = 0; it < n; ++it) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += L.bytes;
-    if (prod == ring_end) prod = ring;
-    ptx::cp_async_wait<S - 1>();
+  // ---- pipeline (detail::run_ring)
+  int seg_left = min(p.kblocks - pos0.kb, n);
+  int c_q = pos0.q;
+  int c_kb = pos0.kb;
+  detail::run_ring<S>(n, ring, L.bytes, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
     consume(cons);
     if constexpr (FOLD) {
@@ -323,14 +264,12 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
       if (++c_kb == p.kblocks) c_kb = 0;
       if (group_end || seg_end) fold(cons);
     }
-    cons += L.bytes;
-    if (cons == ring_end) cons = ring;
     if (seg_end) {
       flush(c_q);
       ++c_q;
       seg_left = min(p.kblocks, n - it - 1);
     }
-  }
+  });
 }
 
 template <int BITS, bool BF16, bool ZEROS, bool FOLD>
