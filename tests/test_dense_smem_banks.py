@@ -18,7 +18,7 @@ from __future__ import annotations
 import pathlib
 import shutil
 import subprocess
-from collections import Counter, defaultdict
+from collections import Counter
 
 import pytest
 
