@@ -22,9 +22,11 @@
 //                 four wgmma.m64nBTk16 (A: registers, B: the staged x), keep
 //                 one stage's MMAs in flight (double-buffered A registers),
 //                 then release the previous stage to the producer.
-// Tile (CTA): 128 output columns x BT tokens; work item = (n tile, m tile,
-//   k split), claimed statically (item = blockIdx.x + i * gridDim.x), so the
-//   producer runs ahead into the next item while the consumers store.
+// Tile (CTA): 128 output columns x BT tokens. Work items, claimed statically
+//   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
+//   next item while the consumers store: whole tiles for the full waves, and
+//   the tiles of the last, partial wave split along K so that it fills the
+//   SMs (data-parallel + split tail, see Params).
 // Epilogue: fp32 accumulators (+ bias) -> dtype, written into a 128-byte-
 //   swizzled (BT, 64) staging tile per warpgroup and stored with one TMA
 //   store (rows >= M are clipped by TMA). Split-K items write fp32 partials in
@@ -60,13 +62,17 @@ struct Params {
   const int32_t* packed;   // format v1
   const uint16_t* scales;  // (K / group, N)
   const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr
-  const uint16_t* bias;    // (N) or nullptr (split-K: added by reduce_kernel)
-  float* partials;         // split-K fp32 partials, or nullptr when splits == 1
+  const uint16_t* bias;    // (N) or nullptr (split tiles: added by reduce_kernel)
+  float* partials;         // fp32 partials of the split tiles, or nullptr when none
   int M, K, N, group;
   int channelwise;         // 1: every k reads scale row 0 (the replicas are not read)
-  int m_tiles, n_tiles, splits;
+  int m_tiles, n_tiles;
   int k_stages;            // K / 64
-  int items;               // n_tiles * m_tiles * splits
+  // Work items: tiles [0, dp_tiles) whole (data parallel), then every tile
+  // of [dp_tiles, m_tiles * n_tiles) split into `splits` k ranges. dp_tiles
+  // is a multiple of the grid, so the split items form the last wave.
+  int dp_tiles, splits;
+  int items;               // dp_tiles + (m_tiles * n_tiles - dp_tiles) * splits
 };
 
 inline constexpr int kThreads = 384;
@@ -101,19 +107,27 @@ struct Layout {
 
 // Work item -> tile coordinates and k-stage range.
 struct Item {
-  int m0, n0, kb0, kb1, mn, split;
+  int m_tile, n0, kb0, kb1;
+  int slot;  // split tiles: partials slot (split tile index * splits + split); -1 for a whole tile
 };
 
 SF_DEVICE Item item_of(const Params& p, int item) {
   Item it;
-  it.split = item % p.splits;
-  it.mn = item / p.splits;
-  const int m_tile = it.mn % p.m_tiles;
-  const int n_tile = it.mn / p.m_tiles;
-  it.n0 = n_tile * kTileN;
-  it.m0 = m_tile;  // scaled by BT by the caller
-  it.kb0 = static_cast<int>(static_cast<long long>(it.split) * p.k_stages / p.splits);
-  it.kb1 = static_cast<int>(static_cast<long long>(it.split + 1) * p.k_stages / p.splits);
+  int mn, split = 0, parts = 1;
+  if (item < p.dp_tiles) {
+    mn = item;
+    it.slot = -1;
+  } else {
+    const int j = item - p.dp_tiles;
+    mn = p.dp_tiles + j / p.splits;
+    split = j % p.splits;
+    parts = p.splits;
+    it.slot = parts > 1 ? j : -1;
+  }
+  it.m_tile = mn % p.m_tiles;
+  it.n0 = (mn / p.m_tiles) * kTileN;
+  it.kb0 = static_cast<int>(static_cast<long long>(split) * p.k_stages / parts);
+  it.kb1 = static_cast<int>(static_cast<long long>(split + 1) * p.k_stages / parts);
   return it;
 }
 
@@ -229,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
       const Item it = item_of(p, item);
-      const int m0 = it.m0 * BT;
+      const int m0 = it.m_tile * BT;
       const int nb = it.n0 / format::kBlockN;
       for (int kb = it.kb0; kb < it.kb1; ++kb) {
         ClusterBarrier::wait(&empty[stage], phase ^ 1);
@@ -329,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   bool pending_store = false;
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
     const Item it = item_of(p, item);
-    const int m0 = it.m0 * BT;
+    const int m0 = it.m_tile * BT;
     int prev = -1;
     int kb = it.kb0;
     bool accumulate = false;
@@ -343,10 +357,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
 
     // ------------------------------------------------------------ epilogue
-    if (p.splits > 1) {
-      // Fragment-order fp32 partials: float4 q of thread i at ((mn, split, q) * 256 + i) * 4.
-      float4* dst = reinterpret_cast<float4*>(p.partials) +
-                    (static_cast<long long>(it.mn) * p.splits + it.split) * (kAcc / 4) * 256 + (128 * c + tid);
+    if (it.slot >= 0) {
+      // Fragment-order fp32 partials: float4 q of thread i at ((slot, q) * 256 + i) * 4.
+      float4* dst = reinterpret_cast<float4*>(p.partials) + static_cast<long long>(it.slot) * (kAcc / 4) * 256 +
+                    (128 * c + tid);
 #pragma unroll
       for (int q = 0; q < kAcc / 4; ++q)
         dst[q * 256] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
@@ -401,42 +415,42 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// Split-K: y = round(sum over splits, in split order, of the fragment-order
-// partials + bias). One CTA of 256 threads per (n tile, m tile); thread i
-// holds what consumer thread i held (same Role), so the fragment -> (token,
-// column) map is the epilogue's.
+// Split tiles: y = round(sum over splits, in split order, of the fragment-
+// order partials + bias). grid (split tiles, BT / 8): CTA (i, q) finishes
+// float4 q of every thread of split tile i; thread j holds what consumer
+// thread j held (same Role), so the fragment -> (token, column) map is the
+// epilogue's.
 template <int BITS, bool BF16, int BT>
 __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
   constexpr int kQuads = BT / 8;  // float4s per thread
-  const int mn = blockIdx.x;
+  const int mn = p.dp_tiles + blockIdx.x;
+  const int q = blockIdx.y;
   const int m0 = (mn % p.m_tiles) * BT;
   const int n0 = (mn / p.m_tiles) * kTileN;
   const int c = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   const Role role = make_role<BITS>(warp, lane);
   const int n_lo = n0 + 64 * c + role.n_lo;
+  const float4* src = reinterpret_cast<const float4*>(p.partials) +
+                      (static_cast<long long>(blockIdx.x) * p.splits * kQuads + q) * 256 + threadIdx.x;
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < p.splits; ++s) {  // fixed order: bit-identical every run
+    const float4 f = src[static_cast<long long>(s) * kQuads * 256];
+    v[0] += f.x;
+    v[1] += f.y;
+    v[2] += f.z;
+    v[3] += f.w;
+  }
   float b_lo = 0.f, b_hi = 0.f;
   if (p.bias != nullptr) {
     b_lo = to_f32<BF16>(p.bias[n_lo]);
     b_hi = to_f32<BF16>(p.bias[n_lo + 8]);
   }
-  const float4* src = reinterpret_cast<const float4*>(p.partials) +
-                      static_cast<long long>(mn) * p.splits * kQuads * 256 + threadIdx.x;
-  for (int q = 0; q < kQuads; ++q) {
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < p.splits; ++s) {  // fixed order: bit-identical every run
-      const float4 f = src[(static_cast<long long>(s) * kQuads + q) * 256];
-      v[0] += f.x;
-      v[1] += f.y;
-      v[2] += f.z;
-      v[3] += f.w;
-    }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int m = m0 + 8 * q + 2 * t + (e & 1);
-      const int n = n_lo + 8 * (e >> 1);
-      if (m < p.M) y[static_cast<long long>(m) * p.N + n] = from_f32<BF16>(v[e] + ((e >> 1) ? b_hi : b_lo));
-    }
+  for (int e = 0; e < 4; ++e) {
+    const int m = m0 + 8 * q + 2 * t + (e & 1);
+    const int n = n_lo + 8 * (e >> 1);
+    if (m < p.M) y[static_cast<long long>(m) * p.N + n] = from_f32<BF16>(v[e] + ((e >> 1) ? b_hi : b_lo));
   }
 }
 

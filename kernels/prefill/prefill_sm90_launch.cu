@@ -1,18 +1,21 @@
 // Host twin of prefill_sm90.cuh: checks a GemmProblem, plans the launch
 // (token tile, split-K, grid), builds the TMA descriptors and enqueues.
 //
-// Plan (integer, a pure function of the problem and the device's SM count):
-//   For each token tile BT in {256, 128, 64} and split count S (S > 1 only
-//   while the tiles alone leave SMs idle, at least 4 k64 stages per split):
-//     waves = ceil(n_tiles * m_tiles * S / SMs)
-//     cost  = waves * ceil(k_stages / S) * (BT + kStageOverhead)
-//             + (S > 1 ? kSplitPenalty * (BT + kStageOverhead) : 0)
-//   and take the cheapest (ties: the larger BT, then fewer splits). BT +
-//   kStageOverhead models a stage's time as its MMA work plus a fixed
-//   per-stage cost (Transform, barriers) worth ~kStageOverhead tokens.
-//   grid = min(items, SMs), one CTA per SM (the kernel uses ~all shared memory).
-// Launches: [gather (act-order): xp = x[:, perm]] -> gemm_kernel
-//           [-> reduce_kernel when S > 1].
+// Plan (a pure function of the problem and the device's SM count G):
+//   For each token tile BT in {256, 128, 64}: T = n_tiles * m_tiles tiles of
+//   k_stages k64 stages each.
+//     whole tiles only:  time = ceil(T / G) * k_stages * stage(BT)
+//     split tail:        the floor(T / G) full waves run whole tiles; the
+//                        r = T mod G tiles left (all T when T < G) are split
+//                        into s = min(G / r, k_stages / 4, 8) k ranges,
+//                        fp32 partials reduced in split order by a second
+//                        kernel: time = (floor(T / G) * k_stages +
+//                        ceil(k_stages / s)) * stage(BT) + reduce(r, s, BT)
+//   and the cheapest wins (ties: larger BT, then no split).
+//   stage(BT) = kStageFixedNs + kStageNsPerToken * BT: a k64 stage's time on
+//   one SM, fitted to the H200 (2026-12-02: ~460 ns at BT 64, ~770 ns at
+//   BT 256); reduce = launch gap + partial bytes written and read at L2 rate.
+//   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -30,8 +33,10 @@ namespace swordfish {
 namespace prefill {
 namespace {
 
-constexpr int kStageOverhead = 32;  // tokens' worth of fixed cost per k64 stage
-constexpr int kSplitPenalty = 2;    // stages' worth of cost of a split-K reduce
+constexpr double kStageFixedNs = 380.0;     // per k64 stage, any token tile
+constexpr double kStageNsPerToken = 1.5;    // per token of the tile, per k64 stage
+constexpr double kReduceLaunchNs = 3000.0;  // the extra kernel and its dependency
+constexpr double kReduceBytesPerNs = 2000.0;  // partials through L2, written + read
 constexpr int kMaxSplits = 8;
 constexpr int kMinStagesPerSplit = 4;
 constexpr int kTokenTiles[] = {256, 128, 64};
@@ -41,40 +46,64 @@ long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 struct Plan {
-  int bt = 0, splits = 1, m_tiles = 0, n_tiles = 0, k_stages = 0, items = 0, grid = 0;
+  int bt = 0, m_tiles = 0, n_tiles = 0, k_stages = 0;
+  int dp_tiles = 0, splits = 1, split_tiles = 0, items = 0, grid = 0;
+  double est_ns = 0;
   size_t ws_x = 0, ws_partials = 0;
 };
 
 Plan make_plan(const GemmProblem& p) {
   Plan best;
-  long long best_cost = -1;
   const int n_tiles = p.N / sm90::kTileN;
   const int k_stages = p.K / kSliceK;
-  const int sms = p.sm_count > 0 ? p.sm_count : 1;
+  const long long sms = p.sm_count > 0 ? p.sm_count : 1;
+  bool have = false;
   for (int bt : kTokenTiles) {
     const long long m_tiles = ceil_div(p.M, bt);
     const long long tiles = m_tiles * n_tiles;
-    for (int s = 1; s <= kMaxSplits; ++s) {
-      if (s > 1 && (k_stages / s < kMinStagesPerSplit || tiles * (s - 1) >= sms)) break;
-      const long long waves = ceil_div(tiles * s, sms);
-      long long cost = waves * ceil_div(k_stages, s) * (bt + kStageOverhead);
-      if (s > 1) cost += kSplitPenalty * (bt + kStageOverhead);
-      if (best_cost < 0 || cost < best_cost) {
-        best_cost = cost;
-        best.bt = bt;
-        best.splits = s;
-        best.m_tiles = static_cast<int>(m_tiles);
+    const double stage_ns = kStageFixedNs + kStageNsPerToken * bt;
+    // Whole tiles only.
+    Plan cand;
+    cand.bt = bt;
+    cand.m_tiles = static_cast<int>(m_tiles);
+    cand.dp_tiles = static_cast<int>(tiles);
+    cand.splits = 1;
+    cand.est_ns = static_cast<double>(ceil_div(tiles, sms)) * k_stages * stage_ns;
+    Plan options[2] = {cand, cand};
+    int n_options = 1;
+    // Split tail.
+    const long long full = tiles / sms, r = tiles % sms;
+    if (r > 0) {
+      long long s = sms / r;
+      if (s > kMaxSplits) s = kMaxSplits;
+      if (s > k_stages / kMinStagesPerSplit) s = k_stages / kMinStagesPerSplit;
+      if (s >= 2) {
+        Plan split = cand;
+        split.dp_tiles = static_cast<int>(full * sms);
+        split.splits = static_cast<int>(s);
+        const double partial_bytes = static_cast<double>(r) * s * bt * kTileN * sizeof(float);
+        split.est_ns = (static_cast<double>(full) * k_stages + static_cast<double>(ceil_div(k_stages, s))) * stage_ns +
+                       kReduceLaunchNs + 2.0 * partial_bytes / kReduceBytesPerNs;
+        options[n_options++] = split;
+      }
+    }
+    for (int i = 0; i < n_options; ++i) {
+      if (!have || options[i].est_ns < best.est_ns) {
+        best = options[i];
+        have = true;
       }
     }
   }
   best.n_tiles = n_tiles;
   best.k_stages = k_stages;
-  const long long items = static_cast<long long>(best.m_tiles) * n_tiles * best.splits;
+  const long long tiles = static_cast<long long>(best.m_tiles) * n_tiles;
+  best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
+  const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
   best.items = static_cast<int>(items);
   best.grid = static_cast<int>(items < sms ? items : sms);
   if (p.perm != nullptr) best.ws_x = align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
   if (best.splits > 1)
-    best.ws_partials = static_cast<size_t>(best.m_tiles) * n_tiles * best.splits * best.bt * 128 * sizeof(float);
+    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * sm90::kTileN * sizeof(float);
   return best;
 }
 
@@ -182,7 +211,8 @@ std::string describe(const GemmProblem& p) {
   const Plan plan = make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan.bt);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
-         str(plan.bt) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " items=" + str(plan.items) +
+         str(plan.bt) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
+         " items=" + str(plan.items) +
          " grid=" + str(plan.grid) + (p.perm != nullptr ? " gather=1" : "");
 }
 
@@ -223,6 +253,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.channelwise = p.channelwise ? 1 : 0;
   params.m_tiles = plan.m_tiles;
   params.n_tiles = plan.n_tiles;
+  params.dp_tiles = plan.dp_tiles;
   params.splits = plan.splits;
   params.k_stages = plan.k_stages;
   params.items = plan.items;
@@ -241,7 +272,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (plan.splits > 1) {
     uint16_t* y = static_cast<uint16_t*>(p.y);
     void* rargs[] = {&params, &y};
-    if (cudaLaunchKernel(k.reduce, dim3(plan.m_tiles * plan.n_tiles), dim3(256), rargs, 0, stream) != cudaSuccess)
+    if (cudaLaunchKernel(k.reduce, dim3(plan.split_tiles, plan.bt / 8), dim3(256), rargs, 0, stream) != cudaSuccess)
       return cuda_error("prefill split-K reduce launch");
   }
   return cuda_error("prefill launch");
