@@ -81,7 +81,7 @@ Plan make_plan(const GemmProblem& p) {
         Plan split = cand;
         split.dp_tiles = static_cast<int>(full * sms);
         split.splits = static_cast<int>(s);
-        const double partial_bytes = static_cast<double>(r) * s * bt * kTileN * sizeof(float);
+        const double partial_bytes = static_cast<double>(r) * s * bt * sm90::kTileN * sizeof(float);
         split.est_ns = (static_cast<double>(full) * k_stages + static_cast<double>(ceil_div(k_stages, s))) * stage_ns +
                        kReduceLaunchNs + 2.0 * partial_bytes / kReduceBytesPerNs;
         options[n_options++] = split;
