@@ -66,6 +66,80 @@ static_assert(smem_bytes(4, 4, true) <= 227 * 1024, "int4 MT=4 must fit one CTA"
 static_assert(smem_bytes(8, 1, true) * 3 <= 227 * 1024, "int8 MT=1 must fit 3 CTAs per SM");
 static_assert(smem_bytes(8, 4, true) * 2 <= 227 * 1024, "int8 MT=4 must fit 2 CTAs per SM");
 
+// ---- CTA-shared activations (gemm_kernel, every M the swap kernel does not take).
+// The four warps of a CTA stream the same unit at the same time (the same
+// m-group and k-block, each its own column of the quad), so they need the same
+// activation tile. Lane-local staging copies it four times per CTA through L1
+// (16 scattered 32-byte row pieces per LDGSTS); shared staging copies it once,
+// coalesced (every thread one 16-byte chunk per 16 rows of int4), into one
+// region of the CTA's stage that all four warps ldmatrix from. The price is one
+// CTA barrier per unit (detail::run_ring<S, true>): a copy by one thread is
+// read by the others, and a slot is refilled only after all four warps are done.
+// Weights and scales stay lane-local. false restores the lane-local layout
+// (stage_layout / stages above) everywhere.
+inline constexpr bool kShareActs = true;
+
+// Ring depth with shared activations. One unit less is in flight across the
+// wait than with lane-local staging (the refill follows the barrier), and a
+// stage is smaller, so the rings are deeper: int4 MT 1/2 keep 3 CTAs per SM
+// (the register limit of MT = 2) with 5/4 units in flight per warp at the
+// wait, MT 3/4 keep 2.
+SF_HOST_DEVICE constexpr int shared_stages(int bits, int mt) {
+  return bits == 4 ? (mt == 2 ? 5 : 6) : (mt == 1 ? 7 : 6);
+}
+
+// One CTA stage with shared activations, in bytes:
+//   [activations MT x 16 rows x block_k, row-major, 128-byte-line swizzle]  (MT*16, BK)
+//   [warp 0 slot] .. [warp 3 slot], a slot = [weights 2048][scales rows x 128][zeros rows x 128]
+// The swizzle (detail::swizzle_128) XORs the 16-byte chunk index inside each
+// 128-byte line with the line index mod 8: an ldmatrix phase (8 rows, one
+// chunk column) and a warp's coalesced fill both touch 8 distinct bank groups.
+struct SharedStageLayout {
+  int warp_offset;   // bytes before warp 0's slot (= the activation tile)
+  int warp_bytes;    // bytes per warp slot
+  int scale_offset;  // in a warp slot
+  int zero_offset;   // in a warp slot
+  int bytes;         // the whole stage
+};
+SF_HOST_DEVICE constexpr SharedStageLayout shared_stage_layout(int bits, int mt, bool zeros) {
+  const int act = mt * 16 * format::block_k(bits) * 2;
+  const int scale = kUnitBytes;
+  const int zero = scale + scale_rows_per_unit(bits) * 128;
+  const int slot = zero + (zeros ? scale_rows_per_unit(bits) * 128 : 0);
+  return SharedStageLayout{act, slot, scale, zero, act + kWarps * slot};
+}
+
+SF_HOST_DEVICE constexpr int shared_smem_bytes(int bits, int mt, bool zeros) {
+  return shared_stages(bits, mt) * shared_stage_layout(bits, mt, zeros).bytes;
+}
+
+// gemm_kernel's ring depth and dynamic shared memory in the chosen staging mode.
+SF_HOST_DEVICE constexpr int gemm_stages(int bits, int mt, bool share) {
+  return share ? shared_stages(bits, mt) : stages(bits, mt);
+}
+SF_HOST_DEVICE constexpr int gemm_smem_bytes(int bits, int mt, bool zeros, bool share) {
+  return share ? shared_smem_bytes(bits, mt, zeros) : smem_bytes(bits, mt, zeros);
+}
+
+// __launch_bounds__ minimum CTAs per SM: with shared activations, MT <= 2
+// fits 3 CTAs by shared memory, so the registers must allow 3 too (<= 168).
+// 0 elsewhere: no minimum, ptxas' default register heuristic (an explicit 1
+// changes it: +8..35 registers on the lane-local kernels, measured with nvcc 13.0).
+SF_HOST_DEVICE constexpr int gemm_min_ctas(int mt, bool share) { return share && mt <= 2 ? 3 : 0; }
+
+// CTAs per 228 KB SM (H100 / H200 / B200) by shared memory, with the 1 KB each CTA reserves.
+SF_HOST_DEVICE constexpr int ctas_per_sm(int smem) { return 228 * 1024 / (smem + 1024); }
+static_assert(ctas_per_sm(shared_smem_bytes(4, 1, true)) >= 3, "shared int4 MT=1: 3 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(4, 2, true)) >= 3, "shared int4 MT=2: 3 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(4, 3, true)) >= 2, "shared int4 MT=3: 2 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(4, 4, true)) >= 2, "shared int4 MT=4: 2 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(8, 1, true)) >= 3, "shared int8 MT=1: 3 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(8, 2, true)) >= 3, "shared int8 MT=2: 3 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(8, 3, true)) >= 3, "shared int8 MT=3: 3 CTAs per SM");
+static_assert(ctas_per_sm(shared_smem_bytes(8, 4, true)) >= 2, "shared int8 MT=4: 2 CTAs per SM");
+static_assert(shared_stage_layout(8, 1, false).warp_offset % 1024 == 0 && kUnitBytes % 128 == 0,
+              "the activation tile spans whole 1 KB swizzle blocks; warp slots start on 128-byte lines");
+
 // ---- swapped-operand kernels (decode_swap.cuh, M <= kSwapMaxM): y^T = W x^T
 // with the weight as the m16 A operand and up to 8 tokens as the n8 B operand.
 inline constexpr int kSwapMaxM = 8;

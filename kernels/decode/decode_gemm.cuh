@@ -9,16 +9,25 @@
 // persistent grid splits it evenly, so split-K depth follows from the grid
 // (occupancy x SM count) and the shape, with no tail wave.
 //
-// A CTA is 4 warps; warp w streams column 4 q + w of quad q. Each warp runs
-// its own S-stage ring of self-slot cp.async staging: every lane copies
-// exactly the 16-byte weight, activation and 4-byte scale slots it will read
-// back itself (the activation slot is the row whose address this lane hands
-// to ldmatrix), so the loop needs no warp or CTA barrier; a stage is one
-// commit group, and cp.async.wait_group (per thread) is the only wait.
+// A CTA is 4 warps; warp w streams column 4 q + w of quad q, and all four
+// walk the CTA's units in the same order (same m-group and k-block at once).
+// Weights and scales are staged lane-local: every lane copies exactly the
+// 16-byte weight and 4-byte scale slots it reads back itself. Activations,
+// which the four warps share, are staged one of two ways (SHARE =
+// kShareActs, decode_config.h):
+//   lane-local  each warp its own S-stage ring, each lane its own ldmatrix
+//               rows (four copies per CTA); no warp or CTA barrier: a stage is
+//               one commit group and cp.async.wait_group the only wait.
+//   shared      one S-stage ring per CTA: the unit's (MT x 16, BK) tile,
+//               copied once by all 128 threads (coalesced 16-byte chunks,
+//               swizzle_128) and read by every warp's ldmatrix; one CTA
+//               barrier per unit (detail::run_ring<S, true>).
 //
 // Per unit and warp (int4: k64, int8: k32):
 //   weights  4 x LDGSTS.128 (evict_first) -> 4 x LDS.128 -> LOP3 dequant
-//   x        MT x slices x LDGSTS.128 (only rows < M) -> ldmatrix.x4
+//   x        lane-local: MT x slices x LDGSTS.128 (only rows < M); shared:
+//            MT (int4) / MT/2 (int8) x LDGSTS.128 per thread for the whole CTA
+//            -> ldmatrix.x4
 //   scales   1-2 x LDGSTS.32 (+ zeros) -> LDS.32 -> 8 x SHFL + PRMT
 //   math     8 x MT HMMA.16816 per k16 slice
 // FOLD variant (MT = 1, every format but int4 g32): the MMAs take the raw
@@ -128,6 +137,10 @@ SF_DEVICE void lds_weights(uint4 (&wv)[format::kSubtiles], uint32_t slot, int la
   for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(slot + s * format::kSubtileBytes + lane * 16);
 }
 
+// Byte offset in a CTA-shared activation tile (kShareActs, decode_config.h):
+// the 16-byte chunk index inside a 128-byte line XOR the line index mod 8.
+SF_HOST_DEVICE constexpr uint32_t swizzle_128(uint32_t o) { return o ^ ((o >> 3) & 0x70u); }
+
 // ---- work split and stage ring, shared by gemm_kernel and swap_kernel (decode_swap.cuh)
 
 // This CTA's units [u0, u1) of the flat list (decode_config.h): in atomic mode a
@@ -203,13 +216,20 @@ SF_DEVICE void zero_ring(uint32_t base, uint32_t stride, int tid) {
 
 // The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
 // cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
-// unit it (0 .. n - 1) from slot st. S - 1 units are issued ahead of the one
-// consumed: iteration it issues unit it + S - 1 into the slot consumed at
-// it - 1 (this lane's reads of it are complete: their values fed the MMAs),
-// commits (empty groups past the end keep the count uniform) and waits for
-// unit it with the per-thread cp.async.wait_group: no warp or CTA barrier.
-template <int S, class Issue, class Consume>
+// unit it (0 .. n - 1) from slot st. S - 1 units are issued before the loop.
+//   SYNC = false (every slot written and read by the same lane): iteration it
+//     issues unit it + S - 1 into the slot consumed at it - 1 (this lane's
+//     reads of it are complete: their values fed the MMAs), commits (empty
+//     groups past the end keep the count uniform) and waits for unit it with
+//     the per-thread cp.async.wait_group. No warp or CTA barrier.
+//   SYNC = true (slots some threads fill and others read: kShareActs): wait
+//     for this thread's copies of unit it, then one CTA barrier: after it every
+//     copy of unit it has landed and is visible, and every warp has finished
+//     unit it - 1, whose slot the refill (unit it + S - 1) then takes. n must
+//     be the same for every thread of the CTA.
+template <int S, bool SYNC = false, class Issue, class Consume>
 SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Consume&& consume) {
+  static_assert(S >= (SYNC ? 3 : 2), "the ring needs a unit in flight beyond the one consumed");
   const uint32_t ring_end = ring + S * stride;
   uint32_t prod = ring, cons = ring;
   int issued = 0;
@@ -223,6 +243,10 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
     prod += stride;
   }
   for (int it = 0; it < n; ++it) {
+    if constexpr (SYNC) {
+      ptx::cp_async_wait<S - 2>();
+      __syncthreads();
+    }
     if (issued < n) {
       issue(prod);
       ++issued;
@@ -230,7 +254,7 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
     ptx::cp_async_commit();
     prod += stride;
     if (prod == ring_end) prod = ring;
-    ptx::cp_async_wait<S - 1>();
+    if constexpr (!SYNC) ptx::cp_async_wait<S - 1>();
     consume(it, cons);
     cons += stride;
     if (cons == ring_end) cons = ring;
@@ -241,35 +265,68 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
 
 // grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
 // balanced range of units; deterministic modes: segments * parts CTAs.
-// block: kThreads. dynamic smem: smem_bytes(BITS, MT, ZEROS).
-template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD>
-__global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ Params p) {
-  constexpr int S = stages(BITS, MT);
-  constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);
+// block: kThreads. dynamic smem: gemm_smem_bytes(BITS, MT, ZEROS, SHARE).
+// SHARE (kShareActs): the CTA stages each unit's activation tile once, for
+// all four warps (decode_config.h); otherwise every lane stages its own rows.
+template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD, bool SHARE>
+__global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kernel(const __grid_constant__ Params p) {
+  constexpr int S = gemm_stages(BITS, MT, SHARE);
+  constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);                 // lane-local: one warp's stage
+  constexpr SharedStageLayout C = shared_stage_layout(BITS, MT, ZEROS);   // shared: the CTA's stage
+  constexpr int STRIDE = SHARE ? C.bytes : L.bytes;                       // bytes per ring slot
+  constexpr int SCALES = SHARE ? C.scale_offset : L.scale_offset;         // from the warp's weight slot
+  constexpr int ZPS = SHARE ? C.zero_offset : L.zero_offset;
   constexpr int NS = slices_per_unit(BITS);
   constexpr int BK = format::block_k(BITS);
+  constexpr int RB = BK * 2;             // bytes of one activation row of a unit
+  constexpr int XC = BK / 8;             // shared: 16-byte chunks per row (8 int4, 4 int8)
+  constexpr int XR = kThreads / XC;      // shared: rows one pass of the CTA copies (16 int4, 32 int8)
+  // copy passes per unit and their row step: shared, the CTA's 16-byte chunks
+  // (row-major); lane-local, one pass per m16 tile (NS slots each)
+  constexpr int NP = SHARE ? (MT * 16 + XR - 1) / XR : MT;
+  constexpr int RP = SHARE ? XR : 16;
   static_assert(MT >= 1 && MT <= kMaxTiles, "1..4 m16 tiles per m-group");
   static_assert(!FOLD || MT == 1, "the fp32 scale fold keeps a second accumulator set: MT = 1 only");
+  static_assert(!SHARE || XR * RB == 2048, "a shared copy pass fills one 2 KB block of the tile");
   constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
   constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);  // the fold needs sum(x) per group
 
   extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
 
-  // ---- this warp's units [u0, u1) of the CTA's range
+  // ---- units [u0, u1): lane-local, this warp's cut of the CTA's range (an
+  // idle warp may leave: no barriers); shared, the CTA's whole range for every
+  // warp (all take part in every copy and barrier; a warp whose column does not
+  // exist in the last quad skips its MMAs and flush there).
   long long u0, u1;
-  const int n = detail::warp_units(p, warp, p.mgroups, u0, u1);
-  if (n == 0) return;  // no barriers anywhere: an idle warp may leave
+  int n;
+  if constexpr (SHARE) {
+    detail::cta_units(p, u0, u1);
+    n = u0 < u1 ? static_cast<int>(u1 - u0) : 0;  // CTA-uniform
+  } else {
+    n = detail::warp_units(p, warp, p.mgroups, u0, u1);
+  }
+  if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
 
-  // ---- per-warp stage ring (S, L.bytes): 32-bit shared addresses, compare-and-wrap
-  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
+  // ---- stage ring (S, STRIDE): 32-bit shared addresses, compare-and-wrap.
+  // Lane-local: one ring per warp, act at L.act_offset of each slot. Shared:
+  // one ring for the CTA, the activation tile first, then the warps' slots.
+  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(SHARE ? 0 : warp * S * L.bytes);
+  const uint32_t wslot = SHARE ? static_cast<uint32_t>(C.warp_offset + warp * C.warp_bytes) : 0u;
 
-  // Activation slots start as zeros. A slot whose row is >= M is never
-  // copied (it may keep a valid row of an earlier m-group): such rows only
-  // feed accumulator rows that are never stored.
-  detail::zero_ring<S, MT * NS * 512, 32>(ring + L.act_offset, L.bytes, lane);
+  // Activation slots start as zeros. A row >= M is never copied (it may keep a
+  // valid row of an earlier m-group): such rows only feed accumulator rows that
+  // are never stored. Shared: other threads copy into what this one zeroes, so
+  // a barrier separates the two.
+  if constexpr (SHARE) {
+    detail::zero_ring<S, MT * 16 * RB, kThreads>(ring, STRIDE, tid);
+    __syncthreads();
+  } else {
+    detail::zero_ring<S, MT * NS * 512, 32>(ring + L.act_offset, L.bytes, lane);
+  }
 
   const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
 
@@ -277,36 +334,51 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8;  // ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8
   const int a_col = (lane >> 4) * 8;                      // matrices 2, 3 hold k 8..15
-  const int x_tile_stride = 16 * p.K;                     // elements between m16 tiles
+  // The rows and column this thread copies: lane-local, its ldmatrix row of
+  // each m16 tile; shared, chunk tid of each 2 KB pass (row tid / XC, 16-byte
+  // chunk tid % XC), written at swizzle_128(16 tid) of the pass.
+  const int x_row = SHARE ? tid / XC : a_row;
+  const int x_col = SHARE ? (tid % XC) * 8 : a_col;
+  const uint32_t x_dst = detail::swizzle_128(static_cast<uint32_t>(tid) * 16);
+  // ldmatrix address of this lane in tile 0 slice 0 of the shared tile; slice sl: ^ 32 sl (the chunk pair 2 sl)
+  const uint32_t x_lane = detail::swizzle_128(static_cast<uint32_t>(a_row * RB)) ^ static_cast<uint32_t>(a_col * 2);
+  const int x_pass_stride = RP * p.K;  // elements between copy passes
   int p_kb = pos0.kb, p_mg = pos0.mg, p_q = pos0.q;
   const uint8_t* p_w = nullptr;   // this lane's 16 B of sub-tile 0 of the unit
-  const uint16_t* p_x = nullptr;  // this lane's 8 activations of tile 0, slice 0
+  const uint16_t* p_x = nullptr;  // this thread's 8 activations of pass 0 (lane-local: slice 0)
   int p_scol = 0;                 // scale column of this lane's pair: 64 col + 2 lane
-  uint32_t p_rows = 0;            // bit mt: this lane's row of tile mt is < M
+  uint32_t p_rows = 0;            // bit i: this thread's row of pass i is in the tile and < M
   auto seek = [&]() {
-    const int col = 4 * p_q + warp;
+    // shared: a warp whose column does not exist (short last quad) streams the
+    // last column again instead of branching around its copies; it skips the MMAs
+    const int col = SHARE ? min(4 * p_q + warp, p.ncols - 1) : 4 * p_q + warp;
     p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
-    const int row0 = p_mg * MT * 16 + a_row;
-    p_x = p.x + static_cast<long long>(row0) * p.K + p_kb * BK + a_col;
+    const int row0 = p_mg * MT * 16 + x_row;
+    p_x = p.x + static_cast<long long>(row0) * p.K + p_kb * BK + x_col;
     p_rows = 0;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) p_rows |= (row0 + 16 * mt < p.M ? 1u : 0u) << mt;
+    for (int i = 0; i < NP; ++i)
+      p_rows |= (row0 + RP * i < p.M && (!SHARE || x_row + RP * i < MT * 16) ? 1u : 0u) << i;
     p_scol = col * format::kBlockN + 2 * lane;
   };
   seek();
 
   auto issue = [&](uint32_t st) {
-    detail::issue_weights(st, p_w, pol, lane);
+    detail::issue_weights(st + wslot, p_w, pol, lane);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if (p_rows & (1u << mt)) {
+    for (int i = 0; i < NP; ++i) {
+      if (p_rows & (1u << i)) {
+        if constexpr (SHARE) {
+          ptx::cp_async_16_ca(st + i * 2048 + x_dst, p_x + i * x_pass_stride);
+        } else {
 #pragma unroll
-        for (int sl = 0; sl < NS; ++sl)
-          ptx::cp_async_16_ca(st + L.act_offset + (mt * NS + sl) * 512 + lane * 16,
-                              p_x + mt * x_tile_stride + sl * format::kFragmentK);
+          for (int sl = 0; sl < NS; ++sl)
+            ptx::cp_async_16_ca(st + L.act_offset + (i * NS + sl) * 512 + lane * 16,
+                                p_x + i * x_pass_stride + sl * format::kFragmentK);
+        }
       }
     }
-    detail::issue_scales<BITS, ZEROS>(st + L.scale_offset, st + L.zero_offset, p, p_kb * BK, p_scol, two_rows, lane);
+    detail::issue_scales<BITS, ZEROS>(st + wslot + SCALES, st + wslot + ZPS, p, p_kb * BK, p_scol, two_rows, lane);
     if (++p_kb == p.kblocks) {
       p_kb = 0;
       if (++p_mg == p.mgroups) {
@@ -318,6 +390,12 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
       p_w += kUnitBytes;
       p_x += BK;
     }
+  };
+
+  // ldmatrix.x4 address of this lane's rows of m16 tile mt, k16 slice sl, in the stage at st
+  auto act_addr = [&](uint32_t st, int mt, int sl) -> uint32_t {
+    if constexpr (SHARE) return st + mt * 16 * RB + (x_lane ^ static_cast<uint32_t>(sl * 32));
+    return st + L.act_offset + (mt * NS + sl) * 512 + lane * 16;
   };
 
   // ---- consumer
@@ -336,11 +414,11 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
 
   auto consume_fold = [&](uint32_t st) {
     uint4 wv[format::kSubtiles];
-    detail::lds_weights(wv, st, lane);
+    detail::lds_weights(wv, st + wslot, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       uint32_t a[4];
-      ptx::ldmatrix_x4(a, st + L.act_offset + sl * 512 + lane * 16);
+      ptx::ldmatrix_x4(a, act_addr(st, 0, sl));
       if constexpr (kRowSums) detail::mma<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>);
       if constexpr (BITS == 4) {
 #pragma unroll
@@ -370,8 +448,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   // scale pair (columns 8 c + 2 t, + 1) is the word lane 4 c + t loaded.
   auto fold = [&](uint32_t st) {
     const int t = lane & 3;
-    const uint32_t srow = ptx::lds_32(st + L.scale_offset + lane * 4);
-    const uint32_t zrow = ZEROS ? ptx::lds_32(st + L.zero_offset + lane * 4) : 0u;
+    const uint32_t srow = ptx::lds_32(st + wslot + SCALES + lane * 4);
+    const uint32_t zrow = ZEROS ? ptx::lds_32(st + wslot + ZPS + lane * 4) : 0u;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
       const uint32_t sw = ptx::shfl_idx(srow, 4 * c + t);
@@ -395,22 +473,23 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
   };
 
   auto consume = [&](uint32_t st) {
+    const uint32_t w = st + wslot;
     uint4 wv[format::kSubtiles];
-    detail::lds_weights(wv, st, lane);
+    detail::lds_weights(wv, w, lane);
     uint32_t sp[8], zp[8] = {};  // zp stays 0 (and unused) without zero points
-    detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
-    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+    detail::expand_row(ptx::lds_32(w + SCALES + lane * 4), lane, sp);
+    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(w + ZPS + lane * 4), lane, zp);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       if constexpr (BITS == 4) {
         if (sl == 2 && two_rows) {
-          detail::expand_row(ptx::lds_32(st + L.scale_offset + 128 + lane * 4), lane, sp);
-          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + 128 + lane * 4), lane, zp);
+          detail::expand_row(ptx::lds_32(w + SCALES + 128 + lane * 4), lane, sp);
+          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(w + ZPS + 128 + lane * 4), lane, zp);
         }
       }
       uint32_t a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) ptx::ldmatrix_x4(a[mt], st + L.act_offset + (mt * NS + sl) * 512 + lane * 16);
+      for (int mt = 0; mt < MT; ++mt) ptx::ldmatrix_x4(a[mt], act_addr(st, mt, sl));
       if constexpr (BITS == 4) {
         // sub-tile sl = k16 slice sl; word j = n8 tiles 2j, 2j+1
 #pragma unroll
@@ -488,25 +567,29 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
     detail::clear(acc);
   };
 
-  // ---- pipeline (detail::run_ring); flush at each segment end
+  // ---- pipeline (detail::run_ring; shared: one CTA barrier per unit); flush at each segment end
   int seg_left = min(p.kblocks - pos0.kb, n);  // units left in the current segment
   int c_q = pos0.q, c_mg = pos0.mg;
-  int c_kb = pos0.kb;  // FOLD: k-block of the unit being consumed (group ends)
-  detail::run_ring<S>(n, ring, L.bytes, issue, [&](int it, uint32_t cons) {
+  int c_kb = pos0.kb;                              // FOLD: k-block of the unit being consumed (group ends)
+  bool c_col = !SHARE || 4 * c_q + warp < p.ncols;  // this warp's column of the segment exists
+  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
     if constexpr (FOLD) {
-      consume_fold(cons);
       const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
       if (++c_kb == p.kblocks) c_kb = 0;
-      if (group_end || seg_end) fold(cons);
+      if (c_col) {
+        consume_fold(cons);
+        if (group_end || seg_end) fold(cons);
+      }
     } else {
-      consume(cons);
+      if (c_col) consume(cons);
     }
     if (seg_end) {
-      flush(c_q, c_mg);
+      if (c_col) flush(c_q, c_mg);
       if (++c_mg == p.mgroups) {
         c_mg = 0;
         ++c_q;
+        if constexpr (SHARE) c_col = 4 * c_q + warp < p.ncols;
       }
       seg_left = min(p.kblocks, n - it - 1);
     }
@@ -515,8 +598,8 @@ __global__ void __launch_bounds__(kThreads) gemm_kernel(const __grid_constant__ 
 
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD = false>
 KernelHandle make_handle() {
-  return KernelHandle{reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, MT, ZEROS, FOLD>),
-                      smem_bytes(BITS, MT, ZEROS), stages(BITS, MT)};
+  return KernelHandle{reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, MT, ZEROS, FOLD, kShareActs>),
+                      gemm_smem_bytes(BITS, MT, ZEROS, kShareActs), gemm_stages(BITS, MT, kShareActs)};
 }
 
 // Instances for one bit width (decode_gemm_int4.cu / decode_gemm_int8.cu):

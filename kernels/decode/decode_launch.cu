@@ -11,7 +11,8 @@
 //             deterministic: P CTAs per segment (P from the same slots),
 //             fp32 partials + reduce_kernel when P > 1, direct stores when 1.
 //   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand);
-//             otherwise gemm_kernel<MT>; FOLD where use_fold() says so.
+//             otherwise gemm_kernel<MT>, staging each unit's activations once
+//             per CTA when kShareActs; FOLD where use_fold() says so.
 //   launches  [prep_kernel: permuted x and/or y := bias or 0] -> gemm_kernel
 //             [-> reduce_kernel]. Without act-order the GEMM is launched with
 //             programmatic stream serialization (sm_90+): its mainloop
@@ -236,6 +237,7 @@ std::string describe(const GemmProblem& p) {
   if (!make_plan(p, &pl, &why)) return why;
   return std::string("decode int") + std::to_string(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") +
          " mt=" + std::to_string(pl.mt) + (pl.swap ? " swap" : "") + (pl.fold ? " fold" : "") +
+         " acts=" + (!pl.swap && kShareActs ? "cta" : "lane") +
          " mgroups=" + std::to_string(pl.mgroups) +
          " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
          " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +
