@@ -12,6 +12,12 @@ lands where the packed format (format.locate) and the tensor core expect it.
 Rows of x the kernel never stages are filled with NaN here (the kernel zeroes
 them, or leaves stale rows from an earlier segment): any leak of a padding
 row into a stored output shows up as NaN.
+
+Both activation staging modes of gemm_kernel are emulated (decode_config.h
+kShareActs): lane-local (every lane copies its own ldmatrix rows) and shared
+(the CTA's 128 threads copy the unit's tile once into a 128-byte-swizzled
+region, every warp ldmatrix-reads it; the warps walk the whole CTA range and a
+warp without a column in a short last quad skips its MMAs and flush).
 """
 
 from __future__ import annotations
@@ -177,8 +183,63 @@ def use_fold(bits, group, channelwise, MT):
     return MT == 1 and (channelwise or bits == 8 or group >= 64)
 
 
-def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1):
+def swizzle_128(o: int) -> int:
+    """decode_gemm.cuh detail::swizzle_128: 16-byte chunk index in a 128-byte line XOR the line index mod 8."""
+    return o ^ ((o >> 3) & 0x70)
+
+
+def shared_tile_geometry(bits: int, MT: int):
+    """gemm_kernel<SHARE>: (row bytes RB, chunks per row XC, rows per pass XR, passes NP, tile bytes)."""
+    BK = fmt.block_k(bits)
+    RB, XC = 2 * BK, BK // 8
+    XR = 128 // XC
+    return RB, XC, XR, -(-(MT * 16) // XR), MT * 16 * RB
+
+
+def shared_writes(bits: int, MT: int):
+    """(thread, pass, tile row, k offset, byte offset) of every 16-byte copy the CTA issues for one unit."""
+    RB, XC, XR, NP, nbytes = shared_tile_geometry(bits, MT)
+    out = []
+    for tid in range(128):
+        x_row, x_col = tid // XC, (tid % XC) * 8
+        for i in range(NP):
+            R = x_row + XR * i
+            if R < MT * 16:
+                out.append((tid, i, R, x_col, i * 2048 + swizzle_128(tid * 16)))
+    return out
+
+
+def shared_reads(bits: int, MT: int):
+    """{(mt, sl): byte offsets (32 lanes) of the ldmatrix.x4 row addresses} in the shared tile."""
+    RB = shared_tile_geometry(bits, MT)[0]
+    a_row = (LANES & 7) + ((LANES >> 3) & 1) * 8
+    a_col = (LANES >> 4) * 8
+    x_lane = [swizzle_128(int(r) * RB) ^ (int(c) * 2) for r, c in zip(a_row, a_col)]
+    return {(mt, sl): [mt * 16 * RB + (x ^ (sl * 32)) for x in x_lane]
+            for mt in range(MT) for sl in range(fmt.block_k(bits) // 16)}
+
+
+def stage_shared(xs, M, bits, MT, mg, kb):
+    """The activation slots (MT, NS, 32 lanes, 8) as each lane's ldmatrix reads them from the shared tile."""
+    BK = fmt.block_k(bits)
+    nbytes = shared_tile_geometry(bits, MT)[4]
+    smem = torch.full((nbytes // 16, 8), float("nan"), dtype=torch.float64)
+    for _tid, _i, R, x_col, off in shared_writes(bits, MT):
+        row = mg * MT * 16 + R
+        if row < M:
+            k = kb * BK + x_col
+            smem[off // 16] = xs[row, k: k + 8]
+    act = torch.empty(MT, BK // 16, 32, 8, dtype=torch.float64)
+    for (mt, sl), offs in shared_reads(bits, MT).items():
+        act[mt, sl] = smem[torch.tensor(offs) // 16]
+    return act
+
+
+def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1,
+            share=False):
     """y (M, N) float64 as decode_gemm.cuh computes it (fp32 accumulation emulated in fp64).
+
+    share: gemm_kernel<..., SHARE = true> (kShareActs), else the lane-local staging.
 
     MT = 1 problems take the FOLD kernel when the launcher would: raw values
     into the MMA, the scale applied per group (decode_gemm.cuh fold()).
@@ -220,8 +281,11 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
             seg, part = divmod(b, parts)
             cta_u0, cta_u1 = seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
         for warp in range(4):
-            warp_quads = (ncols - warp + 3) >> 2
-            u0, u1 = cta_u0, min(cta_u1, warp_quads * MG * KB)
+            if share:  # every warp walks the CTA's whole range
+                u0, u1 = cta_u0, cta_u1
+            else:
+                warp_quads = (ncols - warp + 3) >> 2
+                u0, u1 = cta_u0, min(cta_u1, warp_quads * MG * KB)
             if u0 >= u1:
                 continue
             n = u1 - u0
@@ -232,18 +296,21 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
             stages = []
             p_kb, p_mg, p_q = kb0, mg0, q0
             for _ in range(n):
-                col = 4 * p_q + warp
+                col = min(4 * p_q + warp, ncols - 1) if share else 4 * p_q + warp  # shared: short quad re-streams
                 wbase = ((col * KB + p_kb) * 2048 + LANES * 16) // 4  # word index of this lane's 16 B in sub-tile 0
                 wv = torch.stack([words[(wbase + s * 128)[:, None] + torch.arange(4)] for s in range(4)])  # (4, 32, 4)
-                row0 = p_mg * MT * 16 + a_row
-                act = torch.full((MT, NS, 32, 8), float("nan"), dtype=torch.float64)
-                for mt in range(MT):
-                    r = row0 + 16 * mt
-                    for sl in range(NS):
-                        k = p_kb * BK + sl * 16 + a_col
-                        for lane in range(32):
-                            if r[lane] < M:
-                                act[mt, sl, lane] = xs[r[lane], k[lane]: k[lane] + 8]
+                if share:
+                    act = stage_shared(xs, M, bits, MT, p_mg, p_kb)
+                else:
+                    row0 = p_mg * MT * 16 + a_row
+                    act = torch.full((MT, NS, 32, 8), float("nan"), dtype=torch.float64)
+                    for mt in range(MT):
+                        r = row0 + 16 * mt
+                        for sl in range(NS):
+                            k = p_kb * BK + sl * 16 + a_col
+                            for lane in range(32):
+                                if r[lane] < M:
+                                    act[mt, sl, lane] = xs[r[lane], k[lane]: k[lane] + 8]
                 k0 = p_kb * BK
                 srows = []
                 for r in range(2 if bits == 4 else 1):
@@ -272,6 +339,17 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
             c_kb = kb0
             for it in range(n):
                 wv, act, srows = stages[it]
+                c_col = 4 * c_q + warp < ncols  # always true lane-local (the range was cut)
+                if not c_col:  # shared: no MMAs, no flush; the k-block and segment cursors still advance
+                    if fold:
+                        c_kb = 0 if c_kb + 1 == KB else c_kb + 1
+                    seg_left -= 1
+                    if seg_left == 0:
+                        c_mg += 1
+                        if c_mg == MG:
+                            c_mg, c_q = 0, c_q + 1
+                        seg_left = min(KB, n - it - 1)
+                    continue
                 for sl in range(NS):
                     row = 1 if (bits == 4 and sl >= 2 and gshift == 5) else 0
                     sp = expand(srows[row][:2])
@@ -404,11 +482,17 @@ CASES = [
     (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic", 1),    # offset 0
     (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),    # offset 1152 + zeros, 4 units/group
     (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 0, "partials", 3),
+    # short last quads with shared activations: warps without a column walk the range idle
+    (4, 12, 256, 64 * 5, 128, False, False, True, torch.bfloat16, 3, "atomic", 1),  # 1 column in quad 1
+    (8, 40, 128, 64 * 7, 32, False, True, True, torch.float16, 3, "atomic", 1),     # int8 MT 3: a half pass
+    (8, 20, 128, 64 * 6, 128, False, False, False, torch.bfloat16, 0, "direct", 1),  # int8 MT 2
+    (4, 100, 128, 64 * 5, 64, False, True, False, torch.float16, 2, "atomic", 1),   # 2 m-groups of MT 4
 ]
 
 
+@pytest.mark.parametrize("share", [False, True], ids=["lane_acts", "cta_acts"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
-def test_emulated_kernel_matches_reference(case):
+def test_emulated_kernel_matches_reference(case, share):
     bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
     gen = torch.Generator().manual_seed(1234 + M + K + N)
     q = torch.randint(0, 1 << bits, (K, N), generator=gen)
@@ -428,12 +512,49 @@ def test_emulated_kernel_matches_reference(case):
         segs = -(-(N // 64) // 4) * plan_tiles(M)[1]
         grid = segs * parts
     y = emulate(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
-                grid=grid, mode=mode, parts=parts)
+                grid=grid, mode=mode, parts=parts, share=share)
     fold = use_fold(bits, group, channelwise, plan_tiles(M)[0])
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)
     assert not torch.isnan(y).any(), "a padding row or unwritten output leaked into y"
     torch.testing.assert_close(y, ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("MT", [1, 2, 3, 4])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_shared_tile_copies_land_once_and_read_back_conflict_free(bits, MT):
+    """The CTA's copies of one unit's activation tile (gemm_kernel<SHARE>) write every (row, 16-byte chunk)
+    exactly once, inside the tile; each warp's 16-byte stores and each ldmatrix phase (8 row addresses)
+    touch 8 distinct 16-byte bank groups; a warp's global reads are whole row pieces of contiguous threads;
+    and every lane's ldmatrix row address holds the row and k chunk the PTX layout wants."""
+    RB, XC, XR, NP, nbytes = shared_tile_geometry(bits, MT)
+    assert XR * RB == 2048  # one pass = one 2 KB block (static_assert in the kernel)
+    writes = shared_writes(bits, MT)
+    offs = [w[4] for w in writes]
+    assert len(offs) == MT * 16 * XC == len(set(offs))
+    assert all(o % 16 == 0 and 0 <= o < nbytes for o in offs)
+    where = {(R, c): o for _t, _i, R, c, o in writes}
+    assert len(where) == len(writes)
+    for i in range(NP):
+        for w0 in range(0, 128, 32):
+            warp = [w for w in writes if w[1] == i and w0 <= w[0] < w0 + 32]
+            for ph in range(0, len(warp), 8):  # 128-bit stores: 4 phases of 8 threads
+                banks = [(w[4] // 16) % 8 for w in warp[ph: ph + 8]]
+                assert len(set(banks)) == len(banks), (i, w0, ph, banks)
+            rows = {}
+            for w in warp:  # coalesced: each row's chunks come from contiguous threads, in k order
+                rows.setdefault(w[2], []).append((w[0], w[3]))
+            for lst in rows.values():
+                assert [c for _, c in lst] == list(range(0, 8 * XC, 8))
+                assert [t for t, _ in lst] == list(range(lst[0][0], lst[0][0] + XC))
+    a_row = (LANES & 7) + ((LANES >> 3) & 1) * 8
+    a_col = (LANES >> 4) * 8
+    for (mt, sl), lane_offs in shared_reads(bits, MT).items():
+        for m in range(4):  # matrix m: rows from lanes 8 m .. 8 m + 7
+            banks = [(o // 16) % 8 for o in lane_offs[8 * m: 8 * m + 8]]
+            assert len(set(banks)) == 8, (mt, sl, m, banks)
+        for lane in range(32):
+            assert lane_offs[lane] == where[(16 * mt + int(a_row[lane]), 16 * sl + int(a_col[lane]))]
 
 
 # ----------------------------------------------------------------------------- swapped operands (M <= 8)

@@ -15,14 +15,19 @@ u * sqrt(contributions); the deterministic epilogue sums in fp32 and rounds
 once.
 
 Sanitizers (small cases of every kernel: atomic, direct and partials modes,
-int4/int8, swap (M = 1), MT 1 FOLD / 3, two m-groups, act-order prep, reduce):
+int4/int8, swap (M = 1), MT 1 FOLD / 3, two m-groups, act-order prep, reduce;
+M = 20 and 67 run gemm_kernel's CTA-shared activation tile, kShareActs):
     compute-sanitizer --tool memcheck  python -m pytest -q tests/test_decode_gpu.py -k test_odd_shapes
     compute-sanitizer --tool racecheck python -m pytest -q tests/test_decode_gpu.py -k "test_odd_shapes and 64-64"
+    compute-sanitizer --tool synccheck python -m pytest -q tests/test_decode_gpu.py -k "test_odd_shapes and 64-64"
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import pathlib
+import re
 
 import pytest
 import torch
@@ -207,7 +212,7 @@ def test_m_zero():
 # ----------------------------------------------------------------------------- contracts
 
 
-@pytest.mark.parametrize("rows", [5, 12, 40], ids=["swap", "mt1_fold", "mt3"])
+@pytest.mark.parametrize("rows", [5, 12, 24, 40], ids=["swap", "mt1_fold", "mt2", "mt3"])
 @pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("bits,dtype,zeros,act_order", [
     (4, torch.bfloat16, False, False), (4, torch.float16, True, True), (4, torch.bfloat16, True, False),
@@ -323,3 +328,73 @@ def test_swap_kernel_serves_m_up_to_8(M, monkeypatch, capfd):
     lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=704 N=192" in l]
     assert lines, "no SWORDFISH_DEBUG line for the decode call"
     assert all(("mt=1 swap" in l) == (M <= 8) for l in lines), lines
+
+
+# ----------------------------------------------------------------------------- kernel boundaries, long ranges
+
+_CONFIG = pathlib.Path(__file__).resolve().parents[1] / "kernels" / "decode" / "decode_config.h"
+
+
+def _config_flag(name):
+    """A constexpr bool of decode_config.h, read from the source the extension was built from."""
+    m = re.search(rf"inline constexpr bool {name} = (true|false);", _CONFIG.read_text())
+    assert m, f"{name} not found in {_CONFIG}"
+    return m.group(1) == "true"
+
+
+@pytest.mark.parametrize("M", [8, 9, 16, 17, 32, 33, 48, 49, 64, 65])
+def test_kernel_boundaries_name_their_staging(M, monkeypatch, capfd):
+    """Each M that switches kernels (swap -> MT 1 -> 2 -> 3 -> 4 -> two m-groups) is right on both sides,
+    and the SWORDFISH_DEBUG line names the activation staging decode_config.h selects: CTA-shared
+    (kShareActs) for gemm_kernel, lane-local for the swap kernel."""
+    w = Weight(bits=4, K=832, N=320, group=64, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=300 + M)  # a shape no other test logs
+    x, bias = _x(M, w.K, w.dtype, 300 + M), _bias(w.N, w.dtype, 300 + M)
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    capfd.readouterr()
+    for det in (0, 1):
+        _check(w.gemm(x, bias, det), w.reference(x, bias), _tolerance(w, bool(det)), f"det={det}")
+    torch.cuda.synchronize()
+    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=832 N=320" in l]
+    assert lines, "no SWORDFISH_DEBUG line for the decode call"
+    swap = M <= 8 and _config_flag("kSwapEnabled")
+    acts = "acts=cta" if not swap and _config_flag("kShareActs") else "acts=lane"
+    assert all(acts in l and (" swap" in l) == swap for l in lines), lines
+
+
+@functools.lru_cache(maxsize=2)
+def _big_weight(bits):
+    """An 8B-gate_up-sized weight built on the GPU: N = 28224 = 64 (4 * 110 + 1), so the last quad has one
+    column; int4 with zero points, int8 without. Returns (packed, scales, zeros, W (K, N) fp32 of the
+    dequantized dtype values)."""
+    K, N, group, dtype = 4096, 28224, 128, torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(40 + bits)
+    q = torch.randint(0, 1 << bits, (K, N), generator=gen, device="cuda", dtype=torch.int32)
+    s = ((torch.rand(K // group, N, generator=gen, device="cuda") + 0.5) * (2.0 / (1 << bits)) / math.sqrt(K)).to(dtype)
+    z = None
+    if bits == 4:
+        zp = torch.randint(0, 16, (K // group, N), generator=gen, device="cuda")
+        z = ((fmt.bias(bits) - zp).float() * s.float()).to(dtype)
+    rows = torch.arange(K, device="cuda") // group
+    w = (q.float() - fmt.bias(bits)) * s.float()[rows]
+    if z is not None:
+        w = w + z.float()[rows]
+    return fmt.pack_reference(q, bits), s, z, w.to(dtype).float()
+
+
+@pytest.mark.parametrize("deterministic", [0, 1], ids=["atomic", "deterministic"])
+@pytest.mark.parametrize("M", [8, 9, 16, 17, 32, 33, 48, 64, 65])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_long_ranges_wrap_the_ring(bits, M, deterministic):
+    """Ranges of ~15-40 units per CTA (the stage ring wraps several times, segment ends mid-range), a
+    one-column last quad, on an 8B-gate_up-sized layer: what the small shapes above never reach."""
+    packed, s, z, w = _big_weight(bits)
+    K, N = w.shape
+    x = _x(M, K, torch.bfloat16, 500 + M)
+    _poison(M * N, x.dtype)
+    y = ops.gemm(x, packed, s, z, None, None, bits, 128, False, PATH_DECODE, deterministic)
+    assert not torch.backends.cuda.matmul.allow_tf32, "the fp32 reference must not run in TF32"
+    ref = (x.float() @ w).double()  # fp32: |error| ~ K 2^-24, far below the bf16 tolerance
+    u = UNIT_ROUNDOFF[torch.bfloat16]
+    tol = 2 * u + K * 2.0**-24 if deterministic else u * (1 + math.sqrt(K // fmt.block_k(bits) + 1)) + K * 2.0**-23
+    _check(y, ref, tol, f"int{bits} M={M}")
