@@ -9,8 +9,10 @@ back-to-back calls cycling through enough weight copies that the weights come
 from HBM, not from L2. Reported per (shape, M): microseconds per call, the
 weight stream (packed words + scales [+ zero points]) in TB/s, that as a
 fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
-bf16 sum), and cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
-timed the same way. Ratios are only meaningful within one run.
+bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
+timed the same way, and the time over this run's M = 1 time of the same
+shape (x_M1: the issue's targets are <= 1.15 at M = 16, <= 1.3 at M = 32).
+Ratios are only meaningful within one run.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def main(argv=None):
           f"(nominal {HBM_NOMINAL_TBPS})", flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
     records = []
-    hdr = f"{'shape':>12} {'bits':>4} {'M':>4} {'us':>9} {'TB/s':>6} {'%4.18':>6} {'%ceil':>6} {'cublas_us':>9} {'x_cublas':>8}"
+    hdr = (f"{'shape':>12} {'bits':>4} {'M':>4} {'us':>9} {'TB/s':>6} {'%4.18':>6} {'%ceil':>6} {'x_M1':>5} "
+           f"{'cublas_us':>9} {'x_cublas':>8}")
     print(hdr)
     for name in args.shapes:
         K, N = SHAPES[name]
@@ -107,6 +110,7 @@ def main(argv=None):
             if not args.no_cublas:
                 dn = copies_for(K * N * 2)
                 dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(dn)]
+            m1_us = None
             for M in args.M:
                 x = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
                 calls = [
@@ -117,18 +121,23 @@ def main(argv=None):
                 us = time_graph(calls)
                 cublas_us = time_graph([lambda w=w: F.linear(x, w) for w in dense]) if dense else None
                 tbps = wbytes / us / 1e6
+                if M == 1:
+                    m1_us = us
+                to_m1 = us / m1_us if m1_us else None
                 rec = {
                     "shape": name, "K": K, "N": N, "M": M, "bits": bits, "group_size": args.group,
                     "dtype": args.dtype, "zeros": args.zeros, "deterministic": args.deterministic,
                     "path": "decode", "us": us, "cublas_us": cublas_us, "weight_bytes": wbytes,
                     "weight_TBps": tbps, "frac_of_4.18": tbps / HBM_NOMINAL_TBPS, "hbm_read_TBps": ceiling,
-                    "frac_of_measured_ceiling": tbps / ceiling, "copies": len(copies), "commit": commit,
+                    "frac_of_measured_ceiling": tbps / ceiling, "ratio_to_m1": to_m1, "copies": len(copies),
+                    "commit": commit,
                     "device": dev.name, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 }
                 records.append(rec)
                 cub = f"{cublas_us:9.1f} {cublas_us / us:8.2f}" if cublas_us else f"{'-':>9} {'-':>8}"
+                m1 = f"{to_m1:5.2f}" if to_m1 else f"{'-':>5}"
                 print(f"{name:>12} {bits:>4} {M:>4} {us:9.2f} {tbps:6.3f} {100 * tbps / HBM_NOMINAL_TBPS:6.1f} "
-                      f"{100 * tbps / ceiling:6.1f} {cub}", flush=True)
+                      f"{100 * tbps / ceiling:6.1f} {m1} {cub}", flush=True)
             del copies, dense
             torch.cuda.empty_cache()
     if args.out:
