@@ -313,23 +313,6 @@ def test_llama_shape_m1():
             _check(w.gemm(x), w.reference(x), _tolerance(w, False), f"M={M} {dtype}")
 
 
-@pytest.mark.parametrize("M", [1, 3, 8, 9])
-def test_swap_kernel_serves_m_up_to_8(M, monkeypatch, capfd):
-    """decode_launch.cu takes the swapped-operand kernel (weights as the A operand) for M <= 8 only,
-    and it is right there: the SWORDFISH_DEBUG line names the kernel."""
-    w = Weight(bits=4, K=704, N=192, group=64, channelwise=False, zeros=True, act_order=False,
-               dtype=torch.bfloat16, seed=77 + M)  # a shape no other test logs
-    x, bias = _x(M, w.K, w.dtype, 77 + M), _bias(w.N, w.dtype, 77 + M)
-    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
-    capfd.readouterr()
-    for det in (0, 1):
-        _check(w.gemm(x, bias, det), w.reference(x, bias), _tolerance(w, bool(det)), f"det={det}")
-    torch.cuda.synchronize()
-    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=704 N=192" in l]
-    assert lines, "no SWORDFISH_DEBUG line for the decode call"
-    assert all(("mt=1 swap" in l) == (M <= 8) for l in lines), lines
-
-
 # ----------------------------------------------------------------------------- kernel boundaries, long ranges
 
 _CONFIG = pathlib.Path(__file__).resolve().parents[1] / "kernels" / "decode" / "decode_config.h"
@@ -342,24 +325,26 @@ def _config_flag(name):
     return m.group(1) == "true"
 
 
-@pytest.mark.parametrize("M", [8, 9, 16, 17, 32, 33, 48, 49, 64, 65])
-def test_kernel_boundaries_name_their_staging(M, monkeypatch, capfd):
-    """Each M that switches kernels (swap -> MT 1 -> 2 -> 3 -> 4 -> two m-groups) is right on both sides,
-    and the SWORDFISH_DEBUG line names the activation staging decode_config.h selects: CTA-shared
-    (kShareActs) for gemm_kernel, lane-local for the swap kernel."""
-    w = Weight(bits=4, K=832, N=320, group=64, channelwise=False, zeros=True, act_order=False,
-               dtype=torch.bfloat16, seed=300 + M)  # a shape no other test logs
-    x, bias = _x(M, w.K, w.dtype, 300 + M), _bias(w.N, w.dtype, 300 + M)
+@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 33, 48, 49, 64, 65])
+def test_kernel_boundaries_name_their_kernel(M, monkeypatch, capfd):
+    """Each M where decode_launch.cu switches kernels (swap for M <= 8, then gemm_kernel MT 1 -> 2 -> 3 -> 4
+    -> two m-groups) is right on both sides, and the SWORDFISH_DEBUG line names the kernel and the
+    activation staging decode_config.h selects: lane-local for the swap kernel, CTA-shared for
+    gemm_kernel when kShareActs."""
+    w = Weight(bits=4, K=704, N=192, group=64, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=77 + M)  # a shape no other test logs
+    x, bias = _x(M, w.K, w.dtype, 77 + M), _bias(w.N, w.dtype, 77 + M)
     monkeypatch.setenv("SWORDFISH_DEBUG", "1")
     capfd.readouterr()
     for det in (0, 1):
         _check(w.gemm(x, bias, det), w.reference(x, bias), _tolerance(w, bool(det)), f"det={det}")
     torch.cuda.synchronize()
-    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=832 N=320" in l]
+    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=704 N=192" in l]
     assert lines, "no SWORDFISH_DEBUG line for the decode call"
     swap = M <= 8 and _config_flag("kSwapEnabled")
     acts = "acts=cta" if not swap and _config_flag("kShareActs") else "acts=lane"
-    assert all(acts in l and (" swap" in l) == swap for l in lines), lines
+    mt = 1 if M <= 16 else min(4, -(-M // 16)) if M <= 64 else 3  # make_plan: M = 65 is 2 m-groups of MT 3
+    assert all(f"mt={mt}" in l and (" swap" in l) == swap and acts in l for l in lines), lines
 
 
 @functools.lru_cache(maxsize=2)
