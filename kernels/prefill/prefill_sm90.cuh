@@ -11,17 +11,17 @@
 // the register A tile (16 registers per k64 stage) is small.
 //
 // CTA: 3 warpgroups (384 threads), one CTA per SM, persistent.
-//   warpgroup 0   producer: one thread issues, per k64 stage, a TMA tile load
-//                 of x (BT tokens x 64 k), bulk copies of the two packed
-//                 k64 slices (n64 blocks n0 / 64 and n0 / 64 + 1: 2,048 B each
-//                 for int4, 4,096 B for int8: linear byte ranges by the
-//                 format's block invariant) and of the 1-2 scale (zero-point)
-//                 rows the stage needs, all completing on one mbarrier.
+//   warpgroup 0   producer: per k64 stage, TMA loads of x (BT tokens x 64 k),
+//                 of the two packed k64 slices (n64 blocks n0 / 64 and
+//                 n0 / 64 + 1: 2,048 B each for int4, 4,096 B for int8, read
+//                 as plain bytes: a block is a linear byte range) and of the
+//                 1-2 scale (zero-point) rows, all completing on one mbarrier;
+//                 three threads share the issue.
 //   warpgroups 1,2 consumers: warpgroup c owns output columns n0 + 64 c ..
 //                 + 63. Per stage: Transform 4 k16 steps into A registers,
 //                 four wgmma.m64nBTk16 (A: registers, B: the staged x), keep
-//                 one stage's MMAs in flight (double-buffered A registers),
-//                 then release the previous stage to the producer.
+//                 two stages' MMAs in flight (three A register buffers),
+//                 then release the stage of two steps ago to the producer.
 // Tile (CTA): 128 output columns x BT tokens. Work items, claimed statically
 //   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
 //   next item while the consumers store: whole tiles for the full waves, and
@@ -73,6 +73,8 @@ struct Params {
   // is a multiple of the grid, so the split items form the last wave.
   int dp_tiles, splits;
   int items;               // dp_tiles + (m_tiles * n_tiles - dp_tiles) * splits
+  int group_m;             // raster: tiles are walked in bands of group_m m tiles (L2 reuse)
+  int scale_rows;          // scale (zero-point) rows a stage stages: 2 for group 32, else 1
 };
 
 inline constexpr int kThreads = 384;
@@ -111,6 +113,19 @@ struct Item {
   int slot;  // split tiles: partials slot (split tile index * splits + split); -1 for a whole tile
 };
 
+// Tile index -> (m tile, n tile). Tiles run in bands of group_m m tiles, n
+// fastest across the band's m tiles, so the CTAs resident at one time share a
+// few x slabs and a few weight columns through L2 instead of streaming one of
+// the two (the host picks group_m; 1 = plain m-fastest order).
+SF_DEVICE void tile_coords(const Params& p, int mn, int& m_tile, int& n_tile) {
+  const int band = p.group_m * p.n_tiles;
+  const int m_first = (mn / band) * p.group_m;
+  const int rest = mn % band;
+  const int rows = p.m_tiles - m_first < p.group_m ? p.m_tiles - m_first : p.group_m;
+  m_tile = m_first + rest % rows;
+  n_tile = rest / rows;
+}
+
 SF_DEVICE Item item_of(const Params& p, int item) {
   Item it;
   int mn, split = 0, parts = 1;
@@ -124,18 +139,20 @@ SF_DEVICE Item item_of(const Params& p, int item) {
     parts = p.splits;
     it.slot = parts > 1 ? j : -1;
   }
-  it.m_tile = mn % p.m_tiles;
-  it.n0 = (mn / p.m_tiles) * kTileN;
+  int n_tile;
+  tile_coords(p, mn, it.m_tile, n_tile);
+  it.n0 = n_tile * kTileN;
   it.kb0 = static_cast<int>(static_cast<long long>(split) * p.k_stages / parts);
   it.kb1 = static_cast<int>(static_cast<long long>(split + 1) * p.k_stages / parts);
   return it;
 }
 
-// Scale rows a k64 stage needs: two for group 32, else one. Channelwise
-// weights read row 0 only, like decode (the replicas need not be valid).
-SF_DEVICE int scale_row(const Params& p, int kb, int r) {
+// First scale row a k64 stage needs (scale_rows consecutive rows are
+// staged). Channelwise weights read row 0 only, like decode (the replicas
+// need not be valid).
+SF_DEVICE int scale_row(const Params& p, int kb) {
   if (p.channelwise) return 0;
-  return p.group == 32 ? 2 * kb + r : (kb * kSliceK) / p.group;
+  return (kb * kSliceK) / p.group;
 }
 
 // wgmma shared-memory descriptor of a K-major, 128-byte-swizzled operand tile
@@ -197,7 +214,8 @@ SF_DEVICE void warpgroup_sync(int consumer) {
 template <int BITS, bool BF16, int BT>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ Params p, const __grid_constant__ CUtensorMap tmap_x,
-                const __grid_constant__ CUtensorMap tmap_y) {
+                const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_s,
+                const __grid_constant__ CUtensorMap tmap_z, const __grid_constant__ CUtensorMap tmap_y) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<BITS, BT>;
   constexpr int kStages = L::kStages;
@@ -224,21 +242,34 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x));
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_w));
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_s));
+    if (p.zeros != nullptr) cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_z));
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_y));
   }
   __syncthreads();
 
   const bool has_zeros = p.zeros != nullptr;
-  const int rows = p.group == 32 ? 2 : 1;  // scale rows per stage
+  const int rows = p.scale_rows;
 
   if (wg == 0) {
     // ------------------------------------------------------------ producer
+    // Three threads (lane 0 of warps 0, 1, 2) walk the same stages and each
+    // issues one kind of copy onto the stage's barrier: warp 0 arms it with
+    // the stage's total bytes and loads x, warp 1 the packed slices (one 3-D
+    // box: 2 n64 blocks x the k64 slice), warp 2 the scale (and zero-point)
+    // rows. Issue is spread over three threads because a stage of a small
+    // token tile carries little work per copy instruction. A copy may
+    // complete before the arming arrive: the barrier's transaction count
+    // goes negative until then and the phase cannot complete without the
+    // arrive.
     cutlass::arch::warpgroup_reg_dealloc<40>();
-    if (threadIdx.x != 0) return;
+    const int role_warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 != 0 || role_warp > 2) return;
     constexpr int kSlice = kSliceBytes<BITS>;
     const uint32_t tx = L::kXBytes + 2 * kSlice + rows * 256 * (has_zeros ? 2 : 1);
     const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-    const long long kblocks = p.K / format::block_k(BITS);
+    constexpr int kBlocksPerStage = kSliceK / format::block_k(BITS);
     int stage = 0;
     uint32_t phase = 0;
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
@@ -247,21 +278,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int nb = it.n0 / format::kBlockN;
       for (int kb = it.kb0; kb < it.kb1; ++kb) {
         ClusterBarrier::wait(&empty[stage], phase ^ 1);
-        ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
-        cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
-                                     kb * kSliceK, m0);
-        const long long kblock = static_cast<long long>(kb) * (kSliceK / format::block_k(BITS));
-        for (int i = 0; i < 2; ++i) {
-          const int32_t* src = p.packed + ((nb + i) * kblocks + kblock) * format::kBlockWords;
-          cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], smem + L::kOffW + stage * L::kWBytes + i * kSlice, kSlice);
-        }
-        for (int r = 0; r < rows; ++r) {
-          const long long off = static_cast<long long>(scale_row(p, kb, r)) * p.N + it.n0;
-          cute::SM90_BULK_COPY_G2S::copy(p.scales + off, &full[stage],
-                                         smem + L::kOffS + stage * L::kSBytes + r * 256, 256);
+        if (role_warp == 0) {
+          ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
+                                       kb * kSliceK, m0);
+        } else if (role_warp == 1) {
+          // (256 u64 per block, k block, n block): both n64 blocks of the tile at this k slice.
+          cute::SM90_TMA_LOAD_3D::copy(&tmap_w, &full[stage], hint, smem + L::kOffW + stage * L::kWBytes, 0,
+                                       kb * kBlocksPerStage, nb);
+        } else {
+          const int row = scale_row(p, kb);
+          cute::SM90_TMA_LOAD_2D::copy(&tmap_s, &full[stage], hint, smem + L::kOffS + stage * L::kSBytes, it.n0, row);
           if (has_zeros)
-            cute::SM90_BULK_COPY_G2S::copy(p.zeros + off, &full[stage],
-                                           smem + L::kOffZ + stage * L::kSBytes + r * 256, 256);
+            cute::SM90_TMA_LOAD_2D::copy(&tmap_z, &full[stage], hint, smem + L::kOffZ + stage * L::kSBytes, it.n0,
+                                         row);
         }
         if (++stage == kStages) {
           stage = 0;
@@ -285,14 +315,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-  uint32_t a_even[4][4], a_odd[4][4];
+  // A registers of three stages: two stages' MMAs stay in flight while the
+  // Transform of the next writes the third buffer.
+  uint32_t a0[4][4], a1[4][4], a2[4][4];
 
   int stage = 0;
   uint32_t phase = 0;
 
-  // One k64 stage: Transform into `a`, issue its four MMAs, retire the
-  // previous stage's. Returns nothing; advances stage / phase.
-  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev) {
+  // One k64 stage: Transform into `a`, issue its four MMAs, then retire the
+  // MMAs of two stages ago and hand that stage back to the producer.
+  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev1, int& prev2) {
     ClusterBarrier::wait(&full[stage], phase);
     const uint32_t w = s_w + stage * L::kWBytes + w_off;
     const uint32_t srow = s_s + stage * L::kSBytes + col;
@@ -331,9 +363,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     cute::warpgroup_commit_batch();
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
-    cute::warpgroup_wait<1>();  // the previous stage's MMAs are done: its x tile is free
-    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
-    prev = stage;
+    cute::warpgroup_wait<2>();  // the MMAs of two stages ago are done: that x tile and A buffer are free
+    if (prev2 >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev2]);
+    prev2 = prev1;
+    prev1 = stage;
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
@@ -344,17 +377,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
     const Item it = item_of(p, item);
     const int m0 = it.m_tile * BT;
-    int prev = -1;
+    int prev1 = -1, prev2 = -1;
     int kb = it.kb0;
     bool accumulate = false;
-    for (; kb + 1 < it.kb1; kb += 2) {
-      step(a_even, accumulate, prev);
+    for (; kb + 2 < it.kb1; kb += 3) {
+      step(a0, accumulate, prev1, prev2);
       accumulate = true;
-      step(a_odd, true, prev);
+      step(a1, true, prev1, prev2);
+      step(a2, true, prev1, prev2);
     }
-    if (kb < it.kb1) step(a_even, accumulate, prev);
+    if (kb < it.kb1) {
+      step(a0, accumulate, prev1, prev2);
+      accumulate = true;
+      if (kb + 1 < it.kb1) step(a1, true, prev1, prev2);
+    }
     cute::warpgroup_wait<0>();
-    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
+    if (tid == 0) {
+      if (prev2 >= 0) ClusterBarrier::arrive(&empty[prev2]);
+      if (prev1 >= 0) ClusterBarrier::arrive(&empty[prev1]);
+    }
 
     // ------------------------------------------------------------ epilogue
     if (it.slot >= 0) {
@@ -408,6 +449,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (prefill::can_implement requires sm90a); trap rather than do nothing.
   (void)p;
   (void)tmap_x;
+  (void)tmap_w;
+  (void)tmap_s;
+  (void)tmap_z;
   (void)tmap_y;
 #if defined(__CUDA_ARCH__)
   __trap();
@@ -425,8 +469,10 @@ __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Par
   constexpr int kQuads = BT / 8;  // float4s per thread
   const int mn = p.dp_tiles + blockIdx.x;
   const int q = blockIdx.y;
-  const int m0 = (mn % p.m_tiles) * BT;
-  const int n0 = (mn / p.m_tiles) * kTileN;
+  int m_tile, n_tile;
+  tile_coords(p, mn, m_tile, n_tile);
+  const int m0 = m_tile * BT;
+  const int n0 = n_tile * kTileN;
   const int c = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   const Role role = make_role<BITS>(warp, lane);

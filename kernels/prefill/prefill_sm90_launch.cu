@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -48,6 +49,7 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 struct Plan {
   int bt = 0, m_tiles = 0, n_tiles = 0, k_stages = 0;
   int dp_tiles = 0, splits = 1, split_tiles = 0, items = 0, grid = 0;
+  int group_m = 1;
   double est_ns = 0;
   size_t ws_x = 0, ws_partials = 0;
 };
@@ -96,6 +98,17 @@ Plan make_plan(const GemmProblem& p) {
   }
   best.n_tiles = n_tiles;
   best.k_stages = k_stages;
+  // Raster band: the resident tiles (about G of them) span a m tiles x G / a
+  // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
+  // of 128 * K * bits / 8 bytes; the sum is smallest at
+  // a = sqrt(G * 128 * bits / 8 / (2 * bt)).
+  {
+    const double a = std::sqrt(static_cast<double>(sms) * sm90::kTileN * p.bits / 8.0 / (2.0 * best.bt));
+    int g = static_cast<int>(a + 0.5);
+    if (g < 1) g = 1;
+    if (g > best.m_tiles) g = best.m_tiles;
+    best.group_m = g;
+  }
   const long long tiles = static_cast<long long>(best.m_tiles) * n_tiles;
   best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
   const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
@@ -134,23 +147,49 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-// A 2-D (rows, cols) 16-bit row-major tensor read / written in (box_rows, 64)
-// boxes with the 128-byte swizzle wgmma and the epilogue expect.
-std::string tensor_map(CUtensorMap* map, const void* base, long long rows, long long cols, long long row_stride,
-                       int box_rows, const char* what) {
-  EncodeTiled encode = encode_tiled();
-  if (encode == nullptr) return "cannot resolve cuTensorMapEncodeTiled from the CUDA driver";
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(base), dims, strides, box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+// One tiled tensor map: `rank` dims (innermost first), byte strides of dims
+// 1.. , the box, the swizzle.
+std::string encode(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base, const cuuint64_t* dims,
+                   const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle, const char* what) {
+  EncodeTiled fn = encode_tiled();
+  if (fn == nullptr) return "cannot resolve cuTensorMapEncodeTiled from the CUDA driver";
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = fn(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, elem,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return std::string("cuTensorMapEncodeTiled failed for ") + what + " (" + str(rows) + " x " + str(cols) +
-           ", CUresult " + str(static_cast<int>(r)) + ")";
+    return std::string("cuTensorMapEncodeTiled failed for ") + what + " (CUresult " + str(static_cast<int>(r)) + ")";
   return "";
+}
+
+// A (rows, cols) 16-bit row-major activation / output tensor read or written
+// in (box_rows, 64) boxes with the 128-byte swizzle wgmma and the epilogue use.
+std::string tile_map_16(CUtensorMap* map, const void* base, long long rows, long long cols, int box_rows,
+                        const char* what) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, what);
+}
+
+// The packed tensor as plain bytes: (256 u64 per block, K / block_k blocks,
+// N / 64 blocks); one box is the k64 slice of two adjacent n64 blocks.
+std::string packed_map(CUtensorMap* map, const GemmProblem& p) {
+  const long long kblocks = p.K / format::block_k(p.bits);
+  const cuuint64_t dims[3] = {format::kBlockBytes / 8, static_cast<cuuint64_t>(kblocks),
+                              static_cast<cuuint64_t>(p.N / format::kBlockN)};
+  const cuuint64_t strides[2] = {format::kBlockBytes, static_cast<cuuint64_t>(kblocks) * format::kBlockBytes};
+  const cuuint32_t box[3] = {format::kBlockBytes / 8, static_cast<cuuint32_t>(kSliceK / format::block_k(p.bits)), 2};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, p.packed, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                "packed");
+}
+
+// Scales / folded zero points (K / group, N), 16-bit: boxes of (rows, 128 columns).
+std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, int rows, const char* what) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.N), static_cast<cuuint64_t>(p.K / p.group)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.N) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(sm90::kTileN), static_cast<cuuint32_t>(rows)};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
 // xp[m, k] = x[m, perm[k]]: the act-order gather (packed row k is input
@@ -213,7 +252,7 @@ std::string describe(const GemmProblem& p) {
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
          str(plan.bt) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
          " items=" + str(plan.items) +
-         " grid=" + str(plan.grid) + (p.perm != nullptr ? " gather=1" : "");
+         " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
 }
 
 std::string launch(const GemmProblem& p, cudaStream_t stream) {
@@ -258,15 +297,20 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.k_stages = plan.k_stages;
   params.items = plan.items;
 
-  CUtensorMap tmap_x, tmap_y;
-  why = tensor_map(&tmap_x, x, p.M, p.K, p.K, plan.bt, "x");
-  if (!why.empty()) return why;
-  why = tensor_map(&tmap_y, p.y, p.M, p.N, p.N, plan.bt, "y");
+  params.group_m = plan.group_m;
+  params.scale_rows = (p.group == 32 && !p.channelwise) ? 2 : 1;
+
+  CUtensorMap tmap_x, tmap_w, tmap_s, tmap_z, tmap_y;
+  why = tile_map_16(&tmap_x, x, p.M, p.K, plan.bt, "x");
+  if (why.empty()) why = packed_map(&tmap_w, p);
+  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, "scales");
+  if (why.empty()) why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, "zeros");
+  if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");
   if (!why.empty()) return why;
 
   if (cudaFuncSetAttribute(k.gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes) != cudaSuccess)
     return cuda_error("prefill: cannot raise the shared-memory limit");
-  void* args[] = {&params, &tmap_x, &tmap_y};
+  void* args[] = {&params, &tmap_x, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
   if (cudaLaunchKernel(k.gemm, dim3(plan.grid), dim3(sm90::kThreads), args, k.smem_bytes, stream) != cudaSuccess)
     return cuda_error("prefill gemm launch");
   if (plan.splits > 1) {
