@@ -20,8 +20,8 @@
 //   warpgroups 1,2 consumers: warpgroup c owns output columns n0 + 64 c ..
 //                 + 63. Per stage: Transform 4 k16 steps into A registers,
 //                 four wgmma.m64nBTk16 (A: registers, B: the staged x), keep
-//                 two stages' MMAs in flight (three A register buffers),
-//                 then release the stage of two steps ago to the producer.
+//                 one stage's MMAs in flight (double-buffered A registers),
+//                 then release the previous stage to the producer.
 // Tile (CTA): 128 output columns x BT tokens. Work items, claimed statically
 //   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
 //   next item while the consumers store: whole tiles for the full waves, and
@@ -315,42 +315,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[kAcc];
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
-  // A registers of three stages: two stages' MMAs stay in flight while the
-  // Transform of the next writes the third buffer.
-  uint32_t a0[4][4], a1[4][4], a2[4][4];
+  // A registers of two stages: one stage's MMAs stay in flight while the
+  // Transform of the next writes the other buffer. (A third buffer and two
+  // stages in flight made ptxas serialize the BT = 256 wgmmas for lack of
+  // registers, and did not help the small tiles: measured 2026-12-02.)
+  uint32_t a_even[4][4], a_odd[4][4];
 
   int stage = 0;
   uint32_t phase = 0;
 
   // One k64 stage: Transform into `a`, issue its four MMAs, then retire the
-  // MMAs of two stages ago and hand that stage back to the producer.
-  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev1, int& prev2) {
+  // previous stage's MMAs and hand that stage back to the producer.
+  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev) {
     ClusterBarrier::wait(&full[stage], phase);
-    const uint32_t w = s_w + stage * L::kWBytes + w_off;
-    const uint32_t srow = s_s + stage * L::kSBytes + col;
-    const uint32_t zrow = s_z + stage * L::kSBytes + col;
-    // Scales (zero points) of columns n_lo / n_hi: row 0 for k16 steps 0, 1;
-    // row 1 for steps 2, 3 when the group is 32 (two rows per stage).
-    const uint32_t r1 = rows == 2 ? 256u : 0u;
-    uint32_t sc[2][2], zc[2][2] = {{0u, 0u}, {0u, 0u}};
-    sc[0][0] = lds_pair(srow);
-    sc[0][1] = lds_pair(srow + 16);
-    sc[1][0] = lds_pair(srow + r1);
-    sc[1][1] = lds_pair(srow + r1 + 16);
+    SliceAddr at;
+    at.words = s_w + stage * L::kWBytes + w_off;
+    at.scales = s_s + stage * L::kSBytes + col;
+    at.zeros = s_z + stage * L::kSBytes + col;
+    at.row1 = rows == 2 ? 256u : 0u;
     if (has_zeros) {
-      zc[0][0] = lds_pair(zrow);
-      zc[0][1] = lds_pair(zrow + 16);
-      zc[1][0] = lds_pair(zrow + r1);
-      zc[1][1] = lds_pair(zrow + r1 + 16);
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const int h = kk / 2;
-      if (has_zeros) {
-        fragment<BITS, BF16, true>(w + fragment_offset<BITS>(role, kk), sc[h][0], sc[h][1], zc[h][0], zc[h][1], a[kk]);
-      } else {
-        fragment<BITS, BF16, false>(w + fragment_offset<BITS>(role, kk), sc[h][0], sc[h][1], 0u, 0u, a[kk]);
-      }
+      transform_slice<BITS, BF16, true>(at, role, a);
+    } else {
+      transform_slice<BITS, BF16, false>(at, role, a);
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
@@ -363,10 +349,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     cute::warpgroup_commit_batch();
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
-    cute::warpgroup_wait<2>();  // the MMAs of two stages ago are done: that x tile and A buffer are free
-    if (prev2 >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev2]);
-    prev2 = prev1;
-    prev1 = stage;
+    cute::warpgroup_wait<1>();  // the previous stage's MMAs are done: its x tile and A buffer are free
+    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
+    prev = stage;
     if (++stage == kStages) {
       stage = 0;
       phase ^= 1;
@@ -377,25 +362,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
     const Item it = item_of(p, item);
     const int m0 = it.m_tile * BT;
-    int prev1 = -1, prev2 = -1;
+    int prev = -1;
     int kb = it.kb0;
     bool accumulate = false;
-    for (; kb + 2 < it.kb1; kb += 3) {
-      step(a0, accumulate, prev1, prev2);
+    for (; kb + 1 < it.kb1; kb += 2) {
+      step(a_even, accumulate, prev);
       accumulate = true;
-      step(a1, true, prev1, prev2);
-      step(a2, true, prev1, prev2);
+      step(a_odd, true, prev);
     }
-    if (kb < it.kb1) {
-      step(a0, accumulate, prev1, prev2);
-      accumulate = true;
-      if (kb + 1 < it.kb1) step(a1, true, prev1, prev2);
-    }
+    if (kb < it.kb1) step(a_even, accumulate, prev);
     cute::warpgroup_wait<0>();
-    if (tid == 0) {
-      if (prev2 >= 0) ClusterBarrier::arrive(&empty[prev2]);
-      if (prev1 >= 0) ClusterBarrier::arrive(&empty[prev1]);
-    }
+    if (prev >= 0 && tid == 0) ClusterBarrier::arrive(&empty[prev]);
 
     // ------------------------------------------------------------ epilogue
     if (it.slot >= 0) {

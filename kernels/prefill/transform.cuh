@@ -130,5 +130,37 @@ SF_DEVICE void fragment(uint32_t smem_addr, uint32_t s_lo, uint32_t s_hi, uint32
 // A 16-bit value from shared memory duplicated into both halves of a pair.
 SF_DEVICE uint32_t lds_pair(uint32_t addr) { return ptx::prmt(ptx::lds_u16(addr), 0u, 0x1010u); }
 
+// Where a staged k64 slice lives in shared memory, for one thread.
+struct SliceAddr {
+  uint32_t words;   // the n64 block's packed k64 slice (format v1 bytes)
+  uint32_t scales;  // column n_lo of the first staged scale row (16-bit values)
+  uint32_t zeros;   // the same in the folded zero-point rows
+  uint32_t row1;    // byte offset of the scale row for k16 steps 2, 3: 256 (group 32: two rows) or 0
+};
+
+// The whole Transform of one k64 slice: four k16 A fragments. All shared
+// loads are issued first, then the integer / half math of the four
+// independent fragments, so the four dependency chains interleave (a branch
+// per fragment would serialize them: ZEROS is a template argument for that
+// reason).
+template <int BITS, bool BF16, bool ZEROS>
+SF_DEVICE void transform_slice(const SliceAddr& at, const Role& role, uint32_t (&a)[4][4]) {
+  uint32_t s[2][2], z[2][2] = {{0u, 0u}, {0u, 0u}};
+  s[0][0] = lds_pair(at.scales);
+  s[0][1] = lds_pair(at.scales + 16);  // column n_hi = n_lo + 8
+  s[1][0] = lds_pair(at.scales + at.row1);
+  s[1][1] = lds_pair(at.scales + at.row1 + 16);
+  if constexpr (ZEROS) {
+    z[0][0] = lds_pair(at.zeros);
+    z[0][1] = lds_pair(at.zeros + 16);
+    z[1][0] = lds_pair(at.zeros + at.row1);
+    z[1][1] = lds_pair(at.zeros + at.row1 + 16);
+  }
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    fragment<BITS, BF16, ZEROS>(at.words + fragment_offset<BITS>(role, kk), s[kk / 2][0], s[kk / 2][1], z[kk / 2][0],
+                                z[kk / 2][1], a[kk]);
+}
+
 }  // namespace prefill
 }  // namespace swordfish
