@@ -54,6 +54,10 @@
 #include "kernels/common/ptx.cuh"
 #include "kernels/prefill/transform.cuh"
 
+#ifndef SF_PREFILL_BULK_PRODUCER
+#define SF_PREFILL_BULK_PRODUCER 0
+#endif
+
 namespace swordfish {
 namespace prefill {
 namespace sm90 {
@@ -75,6 +79,10 @@ struct Params {
   int items;               // dp_tiles + (m_tiles * n_tiles - dp_tiles) * splits
   int group_m;             // raster: tiles are walked in bands of group_m m tiles (L2 reuse)
   int scale_rows;          // scale (zero-point) rows a stage stages: 2 for group 32, else 1
+  int x_rows;              // rows of x one stage loads: BT, or M rounded up to 8 when one m tile
+                           // covers M (the tile's other rows only feed outputs that are never
+                           // stored, and a box past the tensor's end would be zero-filled by TMA,
+                           // which measured slower than not loading them)
 };
 
 inline constexpr int kThreads = 384;
@@ -265,9 +273,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // arrive.
     cutlass::arch::warpgroup_reg_dealloc<40>();
     const int role_warp = threadIdx.x / 32;
-    if (threadIdx.x % 32 != 0 || role_warp > 2) return;
+    if (threadIdx.x % 32 != 0 || role_warp > (SF_PREFILL_BULK_PRODUCER ? 0 : 2)) return;
     constexpr int kSlice = kSliceBytes<BITS>;
-    const uint32_t tx = L::kXBytes + 2 * kSlice + rows * 256 * (has_zeros ? 2 : 1);
+    const uint32_t tx = p.x_rows * 128 + 2 * kSlice + rows * 256 * (has_zeros ? 2 : 1);
     const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
     constexpr int kBlocksPerStage = kSliceK / format::block_k(BITS);
     int stage = 0;
@@ -278,6 +286,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int nb = it.n0 / format::kBlockN;
       for (int kb = it.kb0; kb < it.kb1; ++kb) {
         ClusterBarrier::wait(&empty[stage], phase ^ 1);
+#if SF_PREFILL_BULK_PRODUCER
+        ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
+        cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
+                                     kb * kSliceK, m0);
+        const long long kblocks = p.K / format::block_k(BITS);
+        for (int i = 0; i < 2; ++i) {
+          const int32_t* src = p.packed + ((nb + i) * kblocks + static_cast<long long>(kb) * kBlocksPerStage) *
+                                              format::kBlockWords;
+          cute::SM90_BULK_COPY_G2S::copy(src, &full[stage], smem + L::kOffW + stage * L::kWBytes + i * kSlice, kSlice);
+        }
+        const long long row = scale_row(p, kb);
+        for (int r = 0; r < rows; ++r) {
+          const long long off = (row + r) * p.N + it.n0;
+          cute::SM90_BULK_COPY_G2S::copy(p.scales + off, &full[stage],
+                                         smem + L::kOffS + stage * L::kSBytes + r * 256, 256);
+          if (has_zeros)
+            cute::SM90_BULK_COPY_G2S::copy(p.zeros + off, &full[stage],
+                                           smem + L::kOffZ + stage * L::kSBytes + r * 256, 256);
+        }
+#else
         if (role_warp == 0) {
           ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
@@ -293,6 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             cute::SM90_TMA_LOAD_2D::copy(&tmap_z, &full[stage], hint, smem + L::kOffZ + stage * L::kSBytes, it.n0,
                                          row);
         }
+#endif
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;

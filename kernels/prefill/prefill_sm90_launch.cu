@@ -19,6 +19,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
@@ -301,7 +302,8 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.scale_rows = (p.group == 32 && !p.channelwise) ? 2 : 1;
 
   CUtensorMap tmap_x, tmap_w, tmap_s, tmap_z, tmap_y;
-  why = tile_map_16(&tmap_x, x, p.M, p.K, plan.bt, "x");
+  params.x_rows = plan.m_tiles == 1 ? static_cast<int>(std::min<long long>(plan.bt, (p.M + 7) / 8 * 8)) : plan.bt;
+  why = tile_map_16(&tmap_x, x, p.M, p.K, params.x_rows, "x");
   if (why.empty()) why = packed_map(&tmap_w, p);
   if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, "scales");
   if (why.empty()) why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, "zeros");
