@@ -134,7 +134,7 @@ fi
 
 if has_stage sanitize; then
   if command -v compute-sanitizer >/dev/null 2>&1; then
-    for tool in memcheck racecheck; do
+    for tool in memcheck racecheck synccheck; do
       t0=$(date +%s)
       echo "===== compute-sanitizer --tool $tool (pytest -m sanitize)" >>"$OUT/sanitize.log"
       within "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \

@@ -165,6 +165,22 @@ def test_no_prefill_boundaries(tables, cc, sms, bits, shape, act):
     assert got == want, f"{t['name']}: threshold {m0}"
 
 
+@pytest.mark.parametrize("bits, shape, act", CASES + [(4, QKV_8B, False), (8, QKV_8B, False)])
+def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
+    """H200 with prefill: decode through decode_max_m, prefill up to the fused dense threshold, dense
+    from it; the underfill and K-heavy rules are measured away (equal to decode_max_m)."""
+    K, N = shape
+    t = tables.table(SM90)
+    assert t["decode_underfill_max_m"] == t["decode_max_m"] == t["decode_k_heavy_max_m"]
+    d = t["decode_max_m"]
+    m0 = threshold(t, bits, K, N, act, which="fused")
+    axis = sorted(set(M_AXIS) | {d - 1, d, d + 1, m0 - 1, m0, m0 + 1})
+    axis = [m for m in axis if m >= 1]
+    got = tables.choose_many([(SM90, H200_SMS, M, K, N, bits, act, True, True, True) for M in axis])
+    want = [DENSE if M >= m0 else DECODE if M <= d else PREFILL for M in axis]
+    assert got == want, f"{t['name']}: decode <= {d}, dense from {m0}"
+
+
 def test_sm90_table_is_marked_provisional_until_measured(tables):
     """The sm90 values are estimates; the table says so until the H200 sweep replaces them."""
     t = tables.table(SM90)
