@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Everything for one dated results folder in ONE device call (carry .whl and
 # prebuilt/): the carried prebuilt/_C.so, the error probe, the whole test
-# suite, the perf tests, compute-sanitizer, `swordfish bench` (default),
-# the decode benchmark, the dispatcher sweep, `swordfish check`, and ncu
-# counters for the dequant kernel (bank conflicts) and the decode kernel.
+# suite, compute-sanitizer (memcheck, racecheck, synccheck), `swordfish bench`
+# (default), the decode benchmark, the dispatcher sweep (int4 + int8, every
+# path in interleaved rounds) and an act-order sweep, ncu counters for the
+# dequant kernel (bank conflicts); `swordfish check` with CHECK=1 and an ncu
+# profile of the decode kernel with NCU_DECODE=1. About 7 minutes.
 # Everything lands in $OUT/results.tgz (one file: the device returns at most 8).
 #   COMMIT=<sha> bash scripts/h200_results.sh
 set -uo pipefail
@@ -14,16 +16,18 @@ COMMIT="${COMMIT:-unknown}"
 t() { local s=$1; shift; timeout "$s" "$@"; }
 STAGES="prebuilt probe" OUT="$R" bash scripts/gpu_check.sh > /dev/null 2>&1
 [ -f prebuilt/_C_h211.so ] && t 60 python scripts/probe_op_errors.py "$PWD/prebuilt/_C_h211.so" > "$R/probe_h211.txt" 2>&1
-t 200 python -m pytest -q -n 12 -p no:cacheprovider tests -m "not perf" -rf > "$R/tests.txt" 2>&1
-t 40 python -m pytest -q -p no:cacheprovider -m perf tests -rA > "$R/perf.txt" 2>&1
+t 170 python -m pytest -q -n 16 -p no:cacheprovider tests -m "not perf" -rf > "$R/tests.txt" 2>&1
 STAGES=sanitize SAN_TIMEOUT=80 OUT="$R" bash scripts/gpu_check.sh > /dev/null 2>&1
-(mkdir -p "$R/bench" && cd "$R/bench" && t 100 python -m swordfish_backend bench --commit "$COMMIT" > bench.txt 2>&1)
-t 70 python benchmarks/bench_decode.py --bits 4 8 --M 1 8 16 --out "$R/decode.json" > "$R/decode.txt" 2>&1
-t 100 python benchmarks/bench_dispatch.py --formats ${DISPATCH_FORMATS:-int4} --out "$R/dispatch" > "$R/dispatch.txt" 2>&1
-t 40 python -m swordfish_backend check > "$R/check.txt" 2>&1
+(mkdir -p "$R/bench" && cd "$R/bench" && t 60 python -m swordfish_backend bench --commit "$COMMIT" > bench.txt 2>&1)
+t 70 python benchmarks/bench_decode.py --bits 4 8 --M ${DECODE_M:-1 16 32 64 128} --out "$R/decode.json" > "$R/decode.txt" 2>&1
+M_SWEEP="1,16,24,32,40,48,56,64,96,128,192,256,384,512,768,1024,2048,4096,8192"
+t 120 python benchmarks/bench_dispatch.py --bits ${DISPATCH_BITS:-4 8} --m "$M_SWEEP" --rounds 5 --out "$R/dispatch" > "$R/dispatch.txt" 2>&1
+t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_o,70b_gate_up --m 64,512,2048,4096,8192 \
+  --rounds 3 --no-dequant --out "$R/dispatch_act" > "$R/dispatch_act.txt" 2>&1
+[ -n "${CHECK:-}" ] && t 40 python -m swordfish_backend check > "$R/check.txt" 2>&1
 N="ncu --clock-control none"
-t 40 $N -k regex:dequant_kernel -c 1 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
-  python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --formats int4 --out /tmp/n > "$R/ncu_dequant.txt" 2>&1
+t 40 $N -k regex:dequant_kernel -c 1 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+  python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > "$R/ncu_dequant.txt" 2>&1
 [ -n "${NCU_DECODE:-}" ] && t 45 $N --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas > "$R/ncu_decode_m1.txt" 2>&1
 tar czf "$OUT/results.tgz" -C "$R" .
-cat "$R/gpu_check.log"; tail -n 2 "$R/tests.txt"; tail -n 2 "$R/check.txt"; grep -E "^ *70b_gate_up +4 +1 " "$R/decode.txt"
+cat "$R/gpu_check.log"; tail -n 2 "$R/tests.txt"; grep -E "^ *70b_gate_up +4 +1 " "$R/decode.txt"
