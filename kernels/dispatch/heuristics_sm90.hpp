@@ -2,11 +2,12 @@
 //
 // Every value is MEASURED on the H200 (132 SMs) with
 //
-//   python benchmarks/bench_dispatch.py --quick --out <dir>
+//   python benchmarks/bench_dispatch.py --bits 4 8 --m 1,16,24,...,8192 --rounds 5 --out <dir>
+//   python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_o,70b_gate_up ...
 //
-// (decode, prefill and dense forced, auto and cuBLAS bf16, timed in interleaved rounds over
-// M = 1 ... 8192 on the eight Llama-3 shapes, int4 g128 bf16). The comment beside each value
-// names the per-shape ratios it was read from. The dense-vs-decode set (used when prefill
+// (scripts/h200_results.sh runs both: decode, prefill and dense forced, auto and cuBLAS bf16,
+// timed in interleaved rounds on the eight Llama-3 shapes, g128 bf16). The comment beside each
+// value names the per-shape ratios it was read from. The dense-vs-decode set (used when prefill
 // cannot run) was measured before prefill existed: benchmarks/results/h200/2026-12-02/ at
 // e30f49b, smallest sweep M from which dense stays faster than decode (steps 64 -> 96 -> 128).
 #pragma once
@@ -20,31 +21,37 @@ namespace heuristics {
 inline constexpr Table kSm90 = {
     "sm90 (H200-measured, 2026-12-02)",
     // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma).
-    // measured: decode_max_m 40. bench_dispatch.py --quick at 8df699b..HEAD (results in
-    //   benchmarks/results/h200/2026-12-02-c/): decode / prefill time at M = 32, 48, 64 per shape
-    //   8B qkv 0.96 1.03 1.23, 8B o 1.14 1.41 1.76, 8B gate_up 0.76 0.89 1.10, 8B down 1.08 1.10 1.35,
-    //   70B qkv 0.62 0.72 0.90, 70B o 0.96 1.02 1.27, 70B gate_up 0.69 0.85 1.05, 70B down 0.73 0.88 1.10
-    //   (crossovers 28-70, median ~47, before the prefill x-row fix that made prefill 5-15% faster
-    //   below M = 64); the README of that folder has the sweep at M = 24..64 that confirms 40.
+    // measured: decode_max_m 40. benchmarks/results/h200/2026-12-02-c/ (kernels at ad3e875,
+    //   scripts/h200_results.sh): decode / prefill time per shape at M = 24, 32, 40, 48, 56
+    //   int4: 8B qkv 0.88 0.96 0.96 1.03 1.19   8B o 1.01 1.16 1.31 1.44 1.71
+    //         8B gate_up 0.72 0.76 0.86 0.88 1.08   8B down 0.91 1.05 1.03 1.12 1.29
+    //         70B qkv 0.59 0.63 0.68 0.72 0.85   70B o 0.86 0.93 0.96 1.01 1.22
+    //         70B gate_up 0.68 0.68 0.84 0.84 1.06   70B down 0.71 0.74 0.87 0.89 1.09
+    //   int8: crossovers 16-40 (8B o 16, 8B down 24, 8B qkv 28, 70B o 32, the rest ~40, 70B qkv ~64).
+    //   Per-shape crossovers run from 24 (8B o) to ~96 (70B qkv, whose 80 prefill tiles filled only
+    //   80 of 132 SMs before the planner learned uneven tail splits); 40 is the median. No single
+    //   M is within 3% of both paths on every shape between 24 and 56: a key on the layer's weight
+    //   bytes (small layers cross early) is the next refinement.
     /*decode_max_m=*/40,
     // measured: no underfill rule on the H200. The prefill plan splits the last wave along K, so
-    // a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.76x faster on prefill
-    // at M = 64 and 8B qkv (48 tiles) 1.23x. Equal to decode_max_m = no effect.
+    // a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster on prefill
+    // at M = 64 and 8B qkv (48 tiles) 1.26x. Equal to decode_max_m = no effect.
     /*decode_underfill_max_m=*/40,
     /*prefill_tile_n=*/128,
-    // measured: no K-heavy rule either: 8B down and 70B down cross at ~30 and ~54, like the rest.
+    // measured: no K-heavy rule either: 8B down and 70B down cross at ~31 and ~52, like the rest.
     /*decode_k_heavy_max_m=*/40,
-    // Dense against decode + prefill.
-    // measured: int4 8192: dense / prefill time at M = 4096 and 8192 per shape
-    //   8B qkv 1.04 1.00, 8B o 1.04 0.98, 8B gate_up 1.04 1.00, 8B down 1.01 1.00,
-    //   70B qkv 1.04 1.03, 70B o 0.96 1.02, 70B gate_up 1.05 1.03, 70B down 1.03 1.00:
-    //   prefill is ahead through 4096 and the two are within 2% at 8192, where dense (cuBLAS, the
-    //   better-tested of the two at that size) takes over.
-    // int8 and act-order: the same value until bench_dispatch.py --bits 8 / --act-order
-    //   with the prefill column says otherwise (int8 prefill moves twice the weight bytes, which
-    //   matters below M ~ 512, not at 8192; act-order adds one gather pass over x to prefill).
-    /*dense_vs_fused=*/DenseFrom{/*int4=*/8192, /*int4_k_heavy=*/8192, /*int8=*/8192, /*int8_k_heavy=*/8192,
-                                 /*act_order=*/8192},
+    // Dense against decode + prefill (same folder), dense / prefill time at M = 2048, 4096, 8192:
+    // measured: int4 8192: 8B qkv 1.12 1.04 0.99, 8B o 1.15 1.04 0.98, 8B gate_up 1.07 1.06 1.00,
+    //   8B down 1.13 1.03 1.01, 70B qkv 1.13 1.02 1.05, 70B o 1.10 0.98 0.98, 70B gate_up 1.07 1.01
+    //   1.02, 70B down 1.08 1.01 1.01: prefill ahead through 4096, within 2% at 8192, where dense
+    //   (cuBLAS) takes over. K-heavy shapes (the two downs) behave the same.
+    // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192.
+    // measured: act-order 2048 (N <= 2K; --act-order sweep at M = 64, 512, 2048, 4096, 8192):
+    //   dense / prefill 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88: prefill pays
+    //   a gather pass over x (an uncoalesced per-element kernel today) that the dense tier folds
+    //   into its dequant writes. 8B o loses up to 16% between 512 and 2048.
+    /*dense_vs_fused=*/DenseFrom{/*int4=*/8192, /*int4_k_heavy=*/8192, /*int8=*/4096, /*int8_k_heavy=*/4096,
+                                 /*act_order=*/2048},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, group not 32/64/128), and builds without sm_90a code.
     // measured: int4 96 (8B qkv / gate_up, 70B o cross at 96; 8B o at 64; 70B qkv / gate_up at 128)

@@ -87,8 +87,10 @@ void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bit
 }
 
 // Flag-only stand-ins for select_path: the dispatcher reads whether zeros /
-// perm are present, never what they point to.
-const int32_t kPresent = 0;
+// perm are present, never what they point to, but it does check pointer
+// alignment (the prefill path's TMA needs 16 bytes), so the stand-in is
+// aligned like any tensor torch allocates.
+alignas(256) const int32_t kPresent[64] = {};
 
 // Tensors shared by gemm and dequantize: packed, scales, zeros, perm.
 // Returns N; `dtype_ref` is the tensor whose dtype scales must match.
@@ -243,8 +245,8 @@ int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group
   p.bits = static_cast<int>(bits);
   p.group = static_cast<int>(group);
   p.channelwise = channelwise;
-  p.zeros = has_zeros ? static_cast<const void*>(&kPresent) : nullptr;
-  p.perm = act_order ? &kPresent : nullptr;
+  p.zeros = has_zeros ? static_cast<const void*>(kPresent) : nullptr;
+  p.perm = act_order ? kPresent : nullptr;
   p.dtype = static_cast<DType>(dtype);
   fill_device(op, p, device_index);
   const Path chosen = dispatch::select(p);
