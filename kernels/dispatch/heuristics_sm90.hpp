@@ -28,8 +28,8 @@ inline constexpr Table kSm90 = {
     //         70B qkv 0.59 0.63 0.68 0.72 0.85   70B o 0.86 0.93 0.96 1.01 1.22
     //         70B gate_up 0.68 0.68 0.84 0.84 1.06   70B down 0.71 0.74 0.87 0.89 1.09
     //   int8: crossovers 16-40 (8B o 16, 8B down 24, 8B qkv 28, 70B o 32, the rest ~40, 70B qkv ~64).
-    //   Per-shape crossovers run from 24 (8B o) to ~96 (70B qkv, whose 80 prefill tiles filled only
-    //   80 of 132 SMs before the planner learned uneven tail splits); 40 is the median. No single
+    //   Per-shape crossovers run from 24 (8B o) to ~96 (70B qkv, whose 80 prefill tiles fill only
+    //   80 of 132 SMs: the plan splits a tail only when r * s <= G); 40 is the median. No single
     //   M is within 3% of both paths on every shape between 24 and 56: a key on the layer's weight
     //   bytes (small layers cross early) is the next refinement.
     /*decode_max_m=*/40,
