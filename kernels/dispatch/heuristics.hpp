@@ -11,7 +11,8 @@
 //      threshold for (bits, K-heavy) or, with act-order and N <= 2K, the
 //      act-order threshold, whichever is lower. Two sets of thresholds: one
 //      against the fused paths when the prefill mainloop can run the problem,
-//      one against decode alone when it cannot (this build has no prefill).
+//      one against decode alone when it cannot (no prefill for the arch in this
+//      build, or a problem prefill cannot run).
 //   2. With prefill available: decode when M <= decode_max_m; or M <=
 //      decode_underfill_max_m while the prefill grid (one CTA per
 //      prefill_tile_n output columns) has fewer CTAs than the device has SMs;
