@@ -13,7 +13,8 @@
 //      against the fused paths when the prefill mainloop can run the problem,
 //      one against decode alone when it cannot (no prefill for the arch in this
 //      build, or a problem prefill cannot run).
-//   2. With prefill available: decode when M <= decode_max_m; or M <=
+//   2. With prefill available: decode when M <= decode_max_m (per bit width,
+//      and lower for narrow layers where a table says so); or M <=
 //      decode_underfill_max_m while the prefill grid (one CTA per
 //      prefill_tile_n output columns) has fewer CTAs than the device has SMs;
 //      or K >= 2N and M <= decode_k_heavy_max_m. Otherwise prefill.
@@ -51,6 +52,8 @@ struct DenseFrom {
   int act_order = kNever;     // act-order weights with N <= 2K (either bit width)
 };
 
+inline constexpr int kSame = -1;  // a refinement that defers to the general value
+
 struct Table {
   const char* name = "";
   // Decode against prefill (consulted only when prefill can run).
@@ -60,6 +63,11 @@ struct Table {
   int decode_k_heavy_max_m = 0;
   DenseFrom dense_vs_fused;   // when prefill can run the problem
   DenseFrom dense_vs_decode;  // when it cannot (no prefill in this build, or an ineligible format)
+  // Refinements of decode_max_m that one architecture's measurements asked for (off by default):
+  int decode_max_m_int8 = kSame;  // int8 weights: decode keeps M <= this instead
+  int narrow_n = 0;               // N <= narrow_n ("narrow" layers): decode keeps M <= narrow_max_m
+  int narrow_max_m = 0;           //   (int4; int8: narrow_max_m_int8) instead of the values above
+  int narrow_max_m_int8 = kSame;
 };
 
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
@@ -73,9 +81,16 @@ constexpr int dense_from(const DenseFrom& d, const GemmProblem& p) {
   return m;
 }
 
+// The largest M decode keeps against prefill for p's bit width and N.
+constexpr int decode_max_m(const Table& t, const GemmProblem& p) {
+  const bool int8 = p.bits == 8;
+  if (p.N <= t.narrow_n) return int8 && t.narrow_max_m_int8 != kSame ? t.narrow_max_m_int8 : t.narrow_max_m;
+  return int8 && t.decode_max_m_int8 != kSame ? t.decode_max_m_int8 : t.decode_max_m;
+}
+
 // True when decode keeps p although prefill could run it.
 constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p) {
-  if (p.M <= t.decode_max_m) return true;
+  if (p.M <= decode_max_m(t, p)) return true;
   const long long prefill_ctas = (static_cast<long long>(p.N) + t.prefill_tile_n - 1) / t.prefill_tile_n;
   if (p.M <= t.decode_underfill_max_m && prefill_ctas < p.sm_count) return true;
   if (k_heavy(p) && p.M <= t.decode_k_heavy_max_m) return true;
