@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 
@@ -70,10 +69,10 @@ def make_weight(K, N, bits, group, dtype, zeros, gen):
 
 
 def git_commit():
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    """The measured library's commit (see swordfish_backend.bench.git_commit)."""
+    from swordfish_backend import bench
+
+    return bench.git_commit()
 
 
 def main(argv=None):

@@ -266,7 +266,18 @@ def load_json(path) -> dict:
 
 
 def git_commit() -> str | None:
-    """The source tree's commit (suffixed -dirty with local changes), or None outside a git checkout."""
+    """The commit the measured kernels were built from: the extension's build record
+    (_C_build.json "git_commit", written by CMake) when it has one, else the source tree's
+    commit (suffixed -dirty with local changes), else None. A library built elsewhere and
+    carried (the H200 workflow) runs inside a checkout of some other commit."""
+    try:
+        from . import ops
+
+        built = (ops.build_info() or {}).get("git_commit")
+        if built and built != "unknown":
+            return built
+    except Exception:  # noqa: BLE001 - no extension, no build record: fall back to the tree
+        pass
     here = Path(__file__).resolve().parent
     try:
         sha = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"], capture_output=True,

@@ -120,7 +120,8 @@ def test_abi_info_matches_format():
 @needs_extension
 def test_build_info():
     info = ops.build_info()
-    assert set(info) >= {"cuda_archs", "cuda_version", "torch_built_against", "torch_stable_abi_target"}
+    assert set(info) >= {"cuda_archs", "cuda_version", "torch_built_against", "torch_stable_abi_target", "git_commit"}
+    assert info["git_commit"]  # the commit benchmark results record (or "unknown" outside git)
     assert info["cuda_archs"] and all(a[:2].isdigit() for a in info["cuda_archs"])
 
 

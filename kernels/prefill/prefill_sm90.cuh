@@ -58,10 +58,10 @@ namespace swordfish {
 namespace prefill {
 namespace sm90 {
 
+// The packed weight, scales and zero points reach the kernel as TMA
+// descriptors (tmap_w, tmap_s, tmap_z); x and y as tmap_x, tmap_y.
 struct Params {
-  const int32_t* packed;   // format v1
-  const uint16_t* scales;  // (K / group, N)
-  const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr
+  const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr (only tested for null)
   const uint16_t* bias;    // (N) or nullptr (split tiles: added by reduce_kernel)
   float* partials;         // fp32 partials of the split tiles, or nullptr when none
   int M, K, N, group;

@@ -281,8 +281,6 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   }
 
   sm90::Params params{};
-  params.packed = p.packed;
-  params.scales = static_cast<const uint16_t*>(p.scales);
   params.zeros = static_cast<const uint16_t*>(p.zeros);
   params.bias = static_cast<const uint16_t*>(p.bias);
   params.partials = plan.splits > 1 ? reinterpret_cast<float*>(ws + plan.ws_x) : nullptr;
