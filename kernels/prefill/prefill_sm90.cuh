@@ -210,6 +210,36 @@ SF_DEVICE uint16_t from_f32(float v) {
   return static_cast<uint16_t>(pair & 0xffffu);
 }
 
+// Byte offset of element (token, n) in a (BT, 64) 16-bit epilogue staging tile
+// laid out as TMA's 128-byte swizzle stores it: 16-byte chunk n / 8 of row
+// `token` sits at chunk (n / 8) ^ (token % 8).
+SF_HOST_DEVICE constexpr uint32_t staging_offset(int token, int n) {
+  return 128u * token + 16u * ((n / 8) ^ (token % 8)) + 2u * (n % 8);
+}
+
+// The epilogue's 16-bit stores (accumulator 4 j + e of lane (g, t) is token
+// 8 j + 2 t + (e & 1), column n_lo + 8 (e >> 1)) touch each bank with one
+// 32-bit word at a time (two lanes may share a word): conflict free.
+template <int BITS>
+constexpr bool staging_stores_conflict_free() {
+  for (int w = 0; w < 4; ++w)
+    for (int e = 0; e < 4; ++e) {
+      uint32_t word_of_bank[32] = {};
+      bool used[32] = {};
+      for (int lane = 0; lane < 32; ++lane) {
+        const Role r = make_role<BITS>(w, lane);
+        const uint32_t word = staging_offset(2 * (lane % 4) + (e & 1), r.n_lo + 8 * (e >> 1)) / 4;
+        const int bank = static_cast<int>(word % 32);
+        if (used[bank] && word_of_bank[bank] != word) return false;
+        used[bank] = true;
+        word_of_bank[bank] = word;
+      }
+    }
+  return true;
+}
+static_assert(staging_stores_conflict_free<4>() && staging_stores_conflict_free<8>(),
+              "epilogue staging stores must be free of shared-memory bank conflicts");
+
 // Named barrier over one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
 SF_DEVICE void warpgroup_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
@@ -397,20 +427,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The previous item's TMA store must have finished reading the staging tile.
     if (pending_store && tid == 0) cute::tma_store_wait<0>();
     warpgroup_sync(c);
-    // Element (token, n) of the (BT, 64) staging tile lives at
-    //   128 token + 16 ((n / 8) ^ (token % 8)) + 2 (n % 8)
-    // (TMA's 128-byte swizzle). Accumulator 4 j + e is token 8 j + 2 t + (e & 1),
-    // column n_lo + 8 (e >> 1); token % 8 = 2 t + (e & 1) does not depend on j.
-    // Banks: 4 ((2 J + (e >> 1)) ^ (2 t + (e & 1))) + g / 2 over the warp,
-    // with J the role's 16-column group: two lanes (g, g ^ 1) per word,
-    // 16 distinct words: conflict free.
+    // staging_offset(): accumulator 4 j + e is token 8 j + 2 t + (e & 1),
+    // column n_lo + 8 (e >> 1); token % 8 = 2 t + (e & 1) does not depend on
+    // j, so row j adds 1024 bytes to a per-e base. Conflict free (checked at
+    // compile time above).
     uint32_t base[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = role.n_lo + 8 * (e >> 1);
-      const int tok = 2 * t + (e & 1);
-      base[e] = s_epi + 128u * tok + 16u * ((n / 8) ^ tok) + 2u * (n % 8);
-    }
+    for (int e = 0; e < 4; ++e) base[e] = s_epi + staging_offset(2 * t + (e & 1), role.n_lo + 8 * (e >> 1));
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
 #pragma unroll

@@ -61,9 +61,9 @@ struct Role {
 };
 
 template <int BITS>
-SF_DEVICE Role make_role(int warp_in_group, int lane) {
+SF_HOST_DEVICE constexpr Role make_role(int warp_in_group, int lane) {
   const int g = lane / 4;
-  Role r;
+  Role r{};
   if constexpr (BITS == 4) {
     const int j = (warp_in_group + g / 2) & 3;
     r.n_lo = 16 * j + g;
@@ -82,7 +82,7 @@ SF_DEVICE Role make_role(int warp_in_group, int lane) {
 // Byte offset, within a staged k64 slice of one n64 block, of the word(s) the
 // role reads for k16 step kk (0..3).
 template <int BITS>
-SF_DEVICE uint32_t fragment_offset(const Role& r, int kk) {
+SF_HOST_DEVICE constexpr uint32_t fragment_offset(const Role& r, int kk) {
   if constexpr (BITS == 4) {
     return static_cast<uint32_t>(kk) * format::kSubtileBytes + r.word;  // sub-tile kk of the block
   } else {
@@ -92,6 +92,102 @@ SF_DEVICE uint32_t fragment_offset(const Role& r, int kk) {
            static_cast<uint32_t>(2 * (kk % 2) + r.half) * format::kSubtileBytes + r.word;
   }
 }
+
+// ---------------------------------------------------------------- compile-time proofs
+
+namespace detail {
+
+// Where fragment() takes A register `reg`'s half `half` from: the byte offset
+// of its word within the staged slice and the value's bit shift in it, as the
+// dequant routines extract them (dequant.cuh: int4 pair i = nibbles i, i + 4
+// with a0 = pair 0, a1 = pair 2, a2 = pair 1, a3 = pair 3; int8 b0 = bytes
+// 0, 2 and b1 = bytes 1, 3 of word 2p (rows n_lo) and 2p + 1 (rows n_hi)).
+struct Source {
+  uint32_t byte;
+  int shift;
+};
+
+template <int BITS>
+constexpr Source source(const Role& r, int kk, int reg, int half) {
+  if constexpr (BITS == 4) {
+    constexpr int kPair[4] = {0, 2, 1, 3};
+    return Source{fragment_offset<4>(r, kk), 4 * (kPair[reg] + 4 * half)};
+  } else {
+    const uint32_t word = fragment_offset<8>(r, kk) + ((reg == 1 || reg == 3) ? 4u : 0u);
+    const int b = reg < 2 ? 0 : 1;  // b0 (a0, a1) or b1 (a2, a3)
+    return Source{word, 8 * (b + 2 * half)};
+  }
+}
+
+// Every (warp, lane, k16 step, register, half) reads the value the A operand
+// layout needs there: A rows g / g + 8 are columns n_lo / n_hi, A columns
+// 2t + half (+ 8 for a2, a3) are k within the step. Checked against
+// format::locate, the format's definition.
+template <int BITS>
+constexpr bool roles_read_the_a_operand() {
+  for (int w = 0; w < 4; ++w)
+    for (int lane = 0; lane < 32; ++lane) {
+      const Role r = make_role<BITS>(w, lane);
+      const int t = lane % 4;
+      for (int kk = 0; kk < 4; ++kk)
+        for (int reg = 0; reg < 4; ++reg)
+          for (int half = 0; half < 2; ++half) {
+            const int n = r.n_lo + ((reg & 1) ? 8 : 0);
+            const int k = 16 * kk + 2 * t + half + (reg >= 2 ? 8 : 0);  // within the k64 slice
+            const int kb = k / format::block_k(BITS);                     // int8: block 0 or 1
+            const format::Slot slot = format::locate(BITS, k % format::block_k(BITS), n);
+            const Source src = source<BITS>(r, kk, reg, half);
+            if (src.byte != static_cast<uint32_t>(kb * format::kBlockBytes + 4 * slot.word) || src.shift != slot.shift)
+              return false;
+          }
+    }
+  return true;
+}
+
+// The four warps of a warpgroup cover the block's 64 columns exactly once.
+template <int BITS>
+constexpr bool roles_cover_the_block() {
+  int seen[64] = {};
+  for (int w = 0; w < 4; ++w)
+    for (int g = 0; g < 8; ++g) {
+      const Role r = make_role<BITS>(w, 4 * g);
+      if (r.n_lo < 0 || r.n_lo + 8 >= 64) return false;
+      ++seen[r.n_lo];
+      ++seen[r.n_lo + 8];
+    }
+  for (int n = 0; n < 64; ++n)
+    if (seen[n] != 1) return false;
+  return true;
+}
+
+// A warp's fragment loads hit every bank at most once per phase: int4 is one
+// 4-byte load per lane (one phase of 32 lanes), int8 one 8-byte load per lane
+// (two phases of 16 lanes, each covering 2 banks per lane).
+template <int BITS>
+constexpr bool fragment_loads_conflict_free() {
+  constexpr int kPhase = BITS == 4 ? 32 : 16;
+  constexpr int kWords = BITS == 4 ? 1 : 2;
+  for (int w = 0; w < 4; ++w)
+    for (int kk = 0; kk < 4; ++kk)
+      for (int phase = 0; phase < 32 / kPhase; ++phase) {
+        int bank_users[32] = {};
+        for (int l = phase * kPhase; l < (phase + 1) * kPhase; ++l) {
+          const uint32_t byte = fragment_offset<BITS>(make_role<BITS>(w, l), kk);
+          for (int i = 0; i < kWords; ++i)
+            if (++bank_users[(byte / 4 + i) % 32] > 1) return false;
+        }
+      }
+  return true;
+}
+
+static_assert(roles_read_the_a_operand<4>() && roles_read_the_a_operand<8>(),
+              "a Role's words must hold the A fragment rows n_lo / n_hi (format::locate)");
+static_assert(roles_cover_the_block<4>() && roles_cover_the_block<8>(),
+              "the four warps' roles must cover the 64 columns of a block exactly once");
+static_assert(fragment_loads_conflict_free<4>() && fragment_loads_conflict_free<8>(),
+              "fragment loads must be free of shared-memory bank conflicts");
+
+}  // namespace detail
 
 // The A fragment for one k16 step: dequantize, then (q - B) * s (+ zs) with
 // one rounding, exactly as the reference. s_lo / s_hi (and z_lo / z_hi) are
