@@ -21,7 +21,7 @@ so the noise of the run is printed beside every verdict. Clock or thermal drift 
 a round alike, which timing each path in its own block (as before) did not: repeats of that spread
 up to 13%, more than the 3% the "auto within 3% of the fastest path" verdict has to resolve.
 
-A forced path that cannot run a problem raises a RuntimeError naming why; it is recorded as
+A forced path that cannot run a problem raises an error (ValueError) naming why; it is recorded as
 "unavailable" (us null) with that reason and the sweep goes on (prefill shows numbers once a
 prefill kernel exists for the device). With --prune-decode X, decode is no longer timed at larger
 M once it is X times slower than the fastest path of the shape (its time only grows from there).
