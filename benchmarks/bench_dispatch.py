@@ -336,76 +336,14 @@ def format_spread_table(rows: list) -> str:
 
 
 def plot(doc: dict, path) -> str | None:
-    """Time per call vs M per path, log-log, one panel per shape, min-max over the rounds as error bars.
-    Returns None, or why no PNG was written."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install matplotlib); no PNG written"
+    """Time per call vs M per path, log-log, one panel per shape, min-max over the rounds as error bars
+    (swordfish_backend.bench.plot). Returns None, or why no PNG was written."""
     from swordfish_backend import bench
 
-    style = getattr(bench, "_STYLE", {})
-    label = getattr(bench, "_LABEL", {})
-    rows, cfg = doc["rows"], doc["config"]
-    layers = []
-    for r in rows:
-        if (r["model"], r["layer"], r["K"], r["N"]) not in layers:
-            layers.append((r["model"], r["layer"], r["K"], r["N"]))
-    if not layers:
-        return "no rows to plot"
-    ncols = 1 if len(layers) == 1 else 2
-    nrows = math.ceil(len(layers) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False)
-    handles = {}
-    for ax, (model, layer, K, N) in zip(axes.flat, layers):
-        mine = [r for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"]
-        for impl in list(IMPLS) + ["roofline"]:
-            pts = sorted((r["M"], r["us"], r.get("us_min", r["us"]), r.get("us_max", r["us"]))
-                         for r in mine if r["impl"] == impl)
-            if not pts:
-                continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
-            kw = dict(style.get(impl, {}))
-            if impl == "auto":
-                kw["alpha"] = 0.7  # the forced path auto picked shows through
-            cont = ax.errorbar(xs, ys, yerr=err, capsize=2, elinewidth=0.8, label=label.get(impl, impl), **kw)
-            handles.setdefault(impl, cont.lines[0])
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ms = sorted({r["M"] for r in mine}) or [1]
-        ticks = [m for m in (4 ** i for i in range(12)) if ms[0] <= m <= ms[-1]] or ms
-        ax.set_xticks(ticks, [str(t) for t in ticks])
-        anchor = [r["us"] for r in mine if r["impl"] in ("auto", "cublas", "roofline")]
-        every = [r["us"] for r in mine]
-        if anchor and every:  # forced paths far outside their range would squash the rest: clip them
-            ax.set_ylim(min(every) * 0.7, max(anchor) * 4)
-        ax.set_title(f"{model} {layer}  (K={K}, N={N})", fontsize=10)
-        ax.set_xlabel("M (rows of x = tokens, log)")
-        ax.set_ylabel("time per call (us, log)")
-        ax.grid(True, which="major", alpha=0.35)
-        ax.grid(True, which="minor", alpha=0.12)
-    for ax in list(axes.flat)[len(layers):]:
-        ax.set_visible(False)
-    group = "channelwise" if cfg["group"] == -1 else f"g{cfg['group']}"
-    extras = (", zero points" if cfg["zero_points"] else "") + (", act-order" if cfg["act_order"] else "")
-    dev = doc["device"]
-    fig.suptitle(f"bench_dispatch: int{cfg['bits']} {group} {cfg['dtype']}{extras} on {dev['name']} "
-                 f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n"
-                 f"median of {doc.get('rounds', '?')} interleaved rounds of CUDA-graph replays over rotating "
-                 "weights, bars min..max; lower is better; forced paths clipped above 4x auto/cuBLAS", fontsize=10)
-    order = [i for i in list(IMPLS) + ["roofline"] if i in handles]
-    fig.legend([handles[i] for i in order], [label.get(i, i) for i in order], loc="lower center",
-               ncol=min(len(order), 6), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 if nrows > 1 else 0.1, 1, 0.95))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return None
+    return bench.plot(doc, path, title="bench_dispatch",
+                      note=f"median of {doc.get('rounds', '?')} interleaved rounds of CUDA-graph replays over "
+                           "rotating weights, bars min..max; lower is better; forced paths clipped above 4x "
+                           "auto/cuBLAS")
 
 
 def report(args, docs: dict, log: Log, copy: dict, dequant: list, pruned: list) -> dict:

@@ -371,8 +371,10 @@ _LABEL = {"auto": "swordfish auto (dispatcher)", "decode": "decode (forced)", "d
           "prefill": "prefill (forced)", "cublas": "cuBLAS (dense weight)", "roofline": "roofline floor"}
 
 
-def plot(doc: dict, path) -> str | None:
-    """Write the PNG (time per call vs M, one subplot per layer). Returns None, or why no PNG was written."""
+def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = None) -> str | None:
+    """Write the PNG (time per call vs M, log-log, one subplot per layer). Rows that carry us_min / us_max
+    (interleaved rounds, benchmarks/bench_dispatch.py) get min..max error bars. `title` opens the figure's
+    heading, `note` replaces its second line. Returns None, or why no PNG was written."""
     try:
         import matplotlib
 
@@ -394,27 +396,33 @@ def plot(doc: dict, path) -> str | None:
     fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, 4.2 * nrows), squeeze=False)
     handles = {}
     for ax, (model, layer, K, N) in zip(axes.flat, layers):
+        mine = [r for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"]
         for impl in cfg["impls"]:
-            pts = sorted((r["M"], r["us"]) for r in rows
-                         if (r["model"], r["layer"], r["impl"]) == (model, layer, impl) and r["status"] == "ok")
+            pts = sorted((r["M"], r["us"], r.get("us_min"), r.get("us_max")) for r in mine if r["impl"] == impl)
             if not pts:
                 continue
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=_LABEL.get(impl, impl),
-                              **_STYLE.get(impl, {}))
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            kw = dict(_STYLE.get(impl, {}), label=_LABEL.get(impl, impl))
+            if all(p[2] is not None and p[3] is not None for p in pts):
+                if impl == "auto":
+                    kw["alpha"] = 0.7  # the forced path auto picked shows through
+                err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+                line = ax.errorbar(xs, ys, yerr=err, capsize=2, elinewidth=0.8, **kw).lines[0]
+            else:
+                (line,) = ax.plot(xs, ys, **kw)
             handles.setdefault(impl, line)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
+        ms = sorted({r["M"] for r in mine}) or [1]
         ticks = [m for m in (4 ** i for i in range(12)) if ms[0] <= m <= ms[-1]] or ms
         ax.set_xticks(ticks, [str(t) for t in ticks])
         # Forced paths far from their range (decode at M = 8192, say) would squash the rest: clip them.
-        anchor = [r["us"] for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"
-                  and r["impl"] in ("auto", "cublas", "roofline")]
-        every = [r["us"] for r in rows if (r["model"], r["layer"]) == (model, layer) and r["status"] == "ok"]
+        anchor = [r["us"] for r in mine if r["impl"] in ("auto", "cublas", "roofline")]
+        every = [r["us"] for r in mine]
         if anchor and every:
             ax.set_ylim(min(every) * 0.7, max(anchor) * 4)
         ax.set_title(f"{model} {layer}  (K={K}, N={N})", fontsize=10)
-        ax.set_xlabel("M (rows of x = tokens)")
+        ax.set_xlabel("M (rows of x = tokens, log)")
         ax.set_ylabel("time per call (us, log)")
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", alpha=0.12)
@@ -423,17 +431,17 @@ def plot(doc: dict, path) -> str | None:
     group = "channelwise" if cfg["group"] == -1 else f"g{cfg['group']}"
     extras = (", zero points" if cfg["zero_points"] else "") + (", act-order" if cfg["act_order"] else "")
     dev = doc["device"]
-    fig.suptitle(f"swordfish bench: int{cfg['bits']} {group} {cfg['dtype']}{extras} on {dev['name']} "
-                 f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n"
-                 "time per call, median of CUDA-graph replays over rotating weights; lower is better; "
-                 "forced paths clipped above 4x the slowest of auto/cuBLAS", fontsize=10)
-    order = [i for i in IMPLS if i in handles]
+    if note is None:
+        note = ("time per call, median of CUDA-graph replays over rotating weights; lower is better; "
+                "forced paths clipped above 4x the slowest of auto/cuBLAS")
+    fig.suptitle(f"{title}: int{cfg['bits']} {group} {cfg['dtype']}{extras} on {dev['name']} "
+                 f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n{note}", fontsize=10)
+    order = [i for i in cfg["impls"] if i in handles]
     fig.legend([handles[i] for i in order], [_LABEL.get(i, i) for i in order], loc="lower center",
                ncol=min(len(order), 6), fontsize=9, frameon=False)
     fig.tight_layout(rect=(0, 0.06 if nrows > 1 else 0.1, 1, 0.95))
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return None

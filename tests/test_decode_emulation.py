@@ -235,6 +235,31 @@ def stage_shared(xs, M, bits, MT, mg, kb):
     return act
 
 
+def _store_pair(mode, y, filled, partial, bias, part, rr, cc, v0, v1):
+    """One output pair (row rr, columns cc, cc + 1) through an epilogue: red.add (atomic), a direct
+    store with bias (direct, counted so that each output is stored once), or a split-K partial."""
+    if mode == "atomic":
+        y[rr, cc] += v0
+        y[rr, cc + 1] += v1
+    elif mode == "direct":
+        bb = (0.0, 0.0) if bias is None else (float(bias[cc]), float(bias[cc + 1]))
+        y[rr, cc], y[rr, cc + 1] = v0 + bb[0], v1 + bb[1]
+        filled[rr, cc] += 1
+        filled[rr, cc + 1] += 1
+    else:
+        partial[part, rr, cc] = v0
+        partial[part, rr, cc + 1] = v1
+
+
+def _finish(mode, y, filled, partial, bias):
+    """The result of an emulated launch: the reduce kernel's sum for partials; direct mode checked."""
+    if mode == "partials":
+        y = partial.sum(0) + (0 if bias is None else bias.to(torch.float64))
+    if mode == "direct":
+        assert int(filled.min()) == 1 and int(filled.max()) == 1, "direct mode must store every output exactly once"
+    return y
+
+
 def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1,
             share=False):
     """y (M, N) float64 as decode_gemm.cuh computes it (fp32 accumulation emulated in fp64).
@@ -423,28 +448,14 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                     if r[lane] >= M:
                                         continue
                                     rr, cc = int(r[lane]), int(colv[lane]) + 8 * c
-                                    v0, v1 = acc[mt, c, lane, 2 * h], acc[mt, c, lane, 2 * h + 1]
-                                    if mode == "atomic":
-                                        y[rr, cc] += v0
-                                        y[rr, cc + 1] += v1
-                                    elif mode == "direct":
-                                        bb = (0.0, 0.0) if bias is None else (float(bias[cc]), float(bias[cc + 1]))
-                                        y[rr, cc], y[rr, cc + 1] = v0 + bb[0], v1 + bb[1]
-                                        filled[rr, cc] += 1
-                                        filled[rr, cc + 1] += 1
-                                    else:
-                                        partial[b % parts, rr, cc] = v0
-                                        partial[b % parts, rr, cc + 1] = v1
+                                    _store_pair(mode, y, filled, partial, bias, b % parts, rr, cc,
+                                                acc[mt, c, lane, 2 * h], acc[mt, c, lane, 2 * h + 1])
                     acc.zero_()
                     c_mg += 1
                     if c_mg == MG:
                         c_mg, c_q = 0, c_q + 1
                     seg_left = min(KB, n - it - 1)
-    if mode == "partials":
-        y = partial.sum(0) + (0 if bias is None else bias.to(torch.float64))
-    if mode == "direct":
-        assert int(filled.min()) == 1 and int(filled.max()) == 1, "direct mode must store every output exactly once"
-    return y
+    return _finish(mode, y, filled, partial, bias)
 
 
 def reference(x, q, scales, zeros, bias, *, bits, group, channelwise, dtype, round_weights=True):
@@ -755,26 +766,12 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
                                 if tok[lane] >= M:
                                     continue
                                 rr, cc = int(tok[lane]), int(colv[lane]) + 16 * m + 8 * h
-                                v0, v1 = v0s[lane].item(), v1s[lane].item()
-                                if mode == "atomic":
-                                    y[rr, cc] += v0
-                                    y[rr, cc + 1] += v1
-                                elif mode == "direct":
-                                    bb = (0.0, 0.0) if bias is None else (float(bias[cc]), float(bias[cc + 1]))
-                                    y[rr, cc], y[rr, cc + 1] = v0 + bb[0], v1 + bb[1]
-                                    filled[rr, cc] += 1
-                                    filled[rr, cc + 1] += 1
-                                else:
-                                    partial[b % parts, rr, cc] = v0
-                                    partial[b % parts, rr, cc + 1] = v1
+                                _store_pair(mode, y, filled, partial, bias, b % parts, rr, cc,
+                                            v0s[lane].item(), v1s[lane].item())
                     acc.zero_()
                     c_q += 1
                     seg_left = min(KB, n - it - 1)
-    if mode == "partials":
-        y = partial.sum(0) + (0 if bias is None else bias.to(torch.float64))
-    if mode == "direct":
-        assert int(filled.min()) == 1 and int(filled.max()) == 1, "direct mode must store every output exactly once"
-    return y
+    return _finish(mode, y, filled, partial, bias)
 
 
 SWAP_CASES = [c for c in CASES if c[1] <= SWAP_MAX_M] + [

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels/common/problem.h"
@@ -29,6 +30,12 @@ size_t workspace_bytes(const GemmProblem& p);
 // Enqueue p on `stream` (no host synchronisation, no allocation; safe under
 // CUDA-graph capture). "" on success, else the error.
 std::string launch(const GemmProblem& p, cudaStream_t stream);
+
+// The act-order gather alone, xp[m, k] = x[m, perm[k]] for (M, K) 16-bit
+// row-major x (decode's prep kernel without the output init): the prefill
+// path consumes activations in packed-row order too. "" or the error.
+std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
+                           cudaStream_t stream);
 
 // One line naming the kernel configuration launch() would use for p (for
 // SWORDFISH_DEBUG logs and tests), e.g. "decode int4 bf16 mt=1 mgroups=1

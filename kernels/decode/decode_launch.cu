@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "kernels/common/format.h"
+#include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
 #include "kernels/decode/decode.h"
 #include "kernels/decode/decode_config.h"
@@ -83,9 +84,13 @@ int occupancy(const KernelHandle& k, int device, std::string* err) {
   const auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   DeviceScope scope(device);
-  cudaError_t e = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes);
+  const std::string raised = ensure_dynamic_smem(k.fn, k.smem_bytes, device);
+  if (!raised.empty()) {
+    *err = "decode: " + raised;
+    return 0;
+  }
   int blocks = 0;
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, kThreads, k.smem_bytes);
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, kThreads, k.smem_bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
     *err = std::string("decode: cannot configure the kernel on device ") + std::to_string(device) + ": " +
@@ -217,7 +222,23 @@ std::string launch_error(const char* what) {
   return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
 }
 
+// prep_kernel over pp: a grid wide enough for the gather (K columns) or the
+// output init (N / 8 16-byte runs), rows spread over ~4 CTAs per SM.
+std::string launch_prep(const PrepParams& pp, int sm_count, cudaStream_t stream) {
+  const int width = pp.xp != nullptr ? pp.K : pp.N / 8;
+  const int gx = static_cast<int>(std::min<long long>(ceil_div(width, kPrepThreads), 16));
+  const int gy = static_cast<int>(std::min<long long>(pp.M, std::max(1, 4 * sm_count / gx)));
+  prep_kernel<<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(pp);
+  return launch_error("prep kernel");
+}
+
 }  // namespace
+
+std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
+                           cudaStream_t stream) {
+  if (M <= 0) return "";
+  return launch_prep(PrepParams{x, perm, xp, nullptr, nullptr, M, K, 0}, sm_count, stream);
+}
 
 std::string can_implement(const GemmProblem& p) { return check(p); }
 
@@ -277,11 +298,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (pl.gather || pl.init_y) {
     PrepParams pp{x, p.perm, pl.gather ? reinterpret_cast<uint16_t*>(ws) : nullptr, pl.init_y ? y : nullptr, bias,
                   p.M, p.K, p.N};
-    const int width = pl.gather ? p.K : p.N / 8;
-    const int gx = static_cast<int>(std::min<long long>(ceil_div(width, kPrepThreads), 16));
-    const int gy = static_cast<int>(std::min<long long>(p.M, std::max(1, 4 * p.sm_count / gx)));
-    prep_kernel<<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(pp);
-    why = launch_error("prep kernel");
+    why = launch_prep(pp, p.sm_count, stream);
     if (!why.empty()) return why;
     if (pl.gather) x = reinterpret_cast<const uint16_t*>(ws);
   }

@@ -56,7 +56,7 @@ inline constexpr Table kSm90 = {
     // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192.
     // measured: act-order 2048 (N <= 2K; --act-order sweep at M = 64, 512, 2048, 4096, 8192):
     //   dense / prefill 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88: prefill pays
-    //   a gather pass over x (an uncoalesced per-element kernel today) that the dense tier folds
+    //   a gather pass over x (decode's per-element prep kernel) that the dense tier folds
     //   into its dequant writes. 8B o loses up to 16% between 512 and 2048.
     /*dense_vs_fused=*/DenseFrom{/*int4=*/8192, /*int4_k_heavy=*/8192, /*int8=*/4096, /*int8_k_heavy=*/4096,
                                  /*act_order=*/2048},

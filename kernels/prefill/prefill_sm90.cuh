@@ -52,6 +52,7 @@
 
 #include "kernels/common/format.h"
 #include "kernels/common/ptx.cuh"
+#include "kernels/prefill/prefill_sm90_kernels.h"
 #include "kernels/prefill/transform.cuh"
 
 namespace swordfish {
@@ -502,6 +503,28 @@ __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Par
     const int m = m0 + 8 * q + 2 * t + (e & 1);
     const int n = n_lo + 8 * (e >> 1);
     if (m < p.M) y[static_cast<long long>(m) * p.N + n] = from_f32<BF16>(v[e] + ((e >> 1) ? b_hi : b_lo));
+  }
+}
+
+// The instantiated kernels of one bit width, by (dtype, token tile); each of
+// prefill_sm90_int4.cu / _int8.cu instantiates one bit width through this.
+template <int BITS, bool BF16, int BT>
+KernelSet make_kernel_set() {
+  KernelSet k;
+  k.gemm = reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, BT>);
+  k.reduce = reinterpret_cast<const void*>(&reduce_kernel<BITS, BF16, BT>);
+  k.smem_bytes = Layout<BITS, BT>::kSmemBytes;
+  k.stages = Layout<BITS, BT>::kStages;
+  return k;
+}
+
+template <int BITS>
+KernelSet kernel_set(bool bf16, int bt) {
+  switch (bt) {
+    case 64: return bf16 ? make_kernel_set<BITS, true, 64>() : make_kernel_set<BITS, false, 64>();
+    case 128: return bf16 ? make_kernel_set<BITS, true, 128>() : make_kernel_set<BITS, false, 128>();
+    case 256: return bf16 ? make_kernel_set<BITS, true, 256>() : make_kernel_set<BITS, false, 256>();
+    default: return KernelSet{};
   }
 }
 

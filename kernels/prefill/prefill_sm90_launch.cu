@@ -22,11 +22,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "kernels/common/format.h"
+#include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
+#include "kernels/decode/decode.h"
 #include "kernels/prefill/prefill.h"
 #include "kernels/prefill/prefill_sm90.cuh"
 #include "kernels/prefill/prefill_sm90_kernels.h"
@@ -193,18 +194,6 @@ std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, 
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
-// xp[m, k] = x[m, perm[k]]: the act-order gather (packed row k is input
-// feature perm[k]), so the mainloop reads activations in packed order.
-__global__ void gather_kernel(const uint16_t* __restrict__ x, const int32_t* __restrict__ perm,
-                              uint16_t* __restrict__ xp, int M, int K) {
-  const int stride = gridDim.x * blockDim.x;
-  for (int m = blockIdx.y; m < M; m += gridDim.y) {
-    const uint16_t* row = x + static_cast<long long>(m) * K;
-    uint16_t* out = xp + static_cast<long long>(m) * K;
-    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += stride) out[k] = row[__ldg(perm + k)];
-  }
-}
-
 std::string cuda_error(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return "";
@@ -270,12 +259,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   const void* x = p.x;
   uint8_t* ws = static_cast<uint8_t*>(p.workspace);
   if (p.perm != nullptr) {
+    // Packed row k is input feature perm[k]: gather x's columns into packed order first.
     uint16_t* xp = reinterpret_cast<uint16_t*>(ws);
-    const int threads = 256;
-    dim3 grid(static_cast<unsigned>(ceil_div(p.K, threads) < 8 ? ceil_div(p.K, threads) : 8),
-              static_cast<unsigned>(p.M < 65535 ? p.M : 65535));
-    gather_kernel<<<grid, threads, 0, stream>>>(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K);
-    why = cuda_error("prefill gather launch");
+    why = decode::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, stream);
     if (!why.empty()) return why;
     x = xp;
   }
@@ -308,8 +294,8 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");
   if (!why.empty()) return why;
 
-  if (cudaFuncSetAttribute(k.gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem_bytes) != cudaSuccess)
-    return cuda_error("prefill: cannot raise the shared-memory limit");
+  why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);
+  if (!why.empty()) return "prefill: " + why;
   void* args[] = {&params, &tmap_x, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
   if (cudaLaunchKernel(k.gemm, dim3(plan.grid), dim3(sm90::kThreads), args, k.smem_bytes, stream) != cudaSuccess)
     return cuda_error("prefill gemm launch");

@@ -89,8 +89,8 @@ void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bit
 // Flag-only stand-ins for select_path: the dispatcher reads whether zeros /
 // perm are present, never what they point to, but it does check pointer
 // alignment (the prefill path's TMA needs 16 bytes), so the stand-in is
-// aligned like any tensor torch allocates.
-alignas(256) const int32_t kPresent[64] = {};
+// 16-byte aligned like any tensor torch allocates.
+alignas(16) const int32_t kPresent[4] = {};
 
 // Tensors shared by gemm and dequantize: packed, scales, zeros, perm.
 // Returns N; `dtype_ref` is the tensor whose dtype scales must match.
