@@ -591,30 +591,9 @@ def replay_rounds(graphs: dict, rounds: int) -> dict:
 
 def capture(calls: list, graph_ms: float, stream) -> tuple:
     """Warm up eagerly (errors surface here, before capture), size and capture one graph. (graph, calls)."""
-    import torch
+    from swordfish_backend import bench
 
-    stream.wait_stream(torch.cuda.current_stream(stream.device))  # inputs made on the current stream
-    with torch.cuda.stream(stream):
-        for call in calls:
-            call()
-        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        t0.record(stream)
-        for call in calls:
-            call()
-        t1.record(stream)
-    t1.synchronize()
-    eager_us = max(t0.elapsed_time(t1) * 1e3 / len(calls), 1.0)  # an over-estimate at small M (launch bound)
-    n_calls = graph_calls(eager_us, len(calls), graph_ms)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        graph.capture_begin()
-        try:
-            for i in range(n_calls):
-                calls[i % len(calls)]()
-        finally:
-            graph.capture_end()
-    graph.replay()  # first replay (uploads the graph)
-    return graph, n_calls
+    return bench.capture_graph(calls, stream, lambda eager_us: graph_calls(eager_us, len(calls), graph_ms))
 
 
 def measure_copy(device, rounds: int, graph_ms: float) -> dict:

@@ -495,17 +495,13 @@ def device_info(index: int) -> dict:
             "memory_bytes": int(props.total_memory)}
 
 
-def time_calls(calls: list, device) -> tuple[float, int, int]:
-    """Microseconds per call: median CUDA-graph replay of back-to-back calls cycling through `calls`.
-
-    Warms up eagerly on a side stream (any error surfaces here, before
-    capture), sizes the graph from one eager pass, captures, replays.
-    Returns (us per call, calls per graph, replays).
-    """
+def capture_graph(calls: list, stream, n_calls_for) -> tuple:
+    """Warm up eagerly on `stream` (any error surfaces here, before capture), time one eager pass, and
+    capture one CUDA graph of back-to-back calls cycling through `calls`; its length is
+    n_calls_for(eager us per call). Returns (graph, calls in it), the graph replayed once (uploaded)."""
     import torch
 
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
+    stream.wait_stream(torch.cuda.current_stream(stream.device))  # inputs made on the current stream
     with torch.cuda.stream(stream):
         for call in calls:
             call()
@@ -516,8 +512,7 @@ def time_calls(calls: list, device) -> tuple[float, int, int]:
         t1.record(stream)
     t1.synchronize()
     eager_us = max(t0.elapsed_time(t1) * 1e3 / len(calls), 1.0)  # an over-estimate at small M (launch bound)
-    reps_of_list = max(1, min(MAX_CALLS // len(calls), math.ceil(TARGET_GRAPH_US / (eager_us * len(calls)))))
-    n_calls = len(calls) * reps_of_list
+    n_calls = n_calls_for(eager_us)
     graph = torch.cuda.CUDAGraph()
     # capture_begin/end directly: torch.cuda.graph() would also gc.collect() and empty the cache every time
     with torch.cuda.stream(stream):
@@ -528,6 +523,23 @@ def time_calls(calls: list, device) -> tuple[float, int, int]:
         finally:
             graph.capture_end()
     graph.replay()
+    return graph, n_calls
+
+
+def time_calls(calls: list, device) -> tuple[float, int, int]:
+    """Microseconds per call: median CUDA-graph replay of back-to-back calls cycling through `calls`.
+
+    Warms up eagerly on a side stream (any error surfaces here, before
+    capture), sizes the graph from one eager pass, captures, replays.
+    Returns (us per call, calls per graph, replays).
+    """
+    import torch
+
+    def n_calls_for(eager_us: float) -> int:
+        reps = max(1, min(MAX_CALLS // len(calls), math.ceil(TARGET_GRAPH_US / (eager_us * len(calls)))))
+        return len(calls) * reps
+
+    graph, n_calls = capture_graph(calls, torch.cuda.Stream(device), n_calls_for)
     torch.cuda.synchronize(device)
     w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     w0.record()

@@ -501,16 +501,14 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("share", [False, True], ids=["lane_acts", "cta_acts"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
-def test_emulated_kernel_matches_reference(case, share):
-    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
-    gen = torch.Generator().manual_seed(1234 + M + K + N)
+def _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype):
+    """Codes, scales (channelwise: rows past 0 NaN, decode reads row 0 only), folded zero points, bias,
+    activations and the packed weight of one emulation case."""
     q = torch.randint(0, 1 << bits, (K, N), generator=gen)
     ngroups = K // group
     scales = (torch.rand(ngroups, N, generator=gen) * 0.02 + 0.005).to(dtype)
     if channelwise:
-        scales[1:] = float("nan")  # decode reads row 0 only
+        scales[1:] = float("nan")
     zeros = None
     if with_zeros:
         zeros = (torch.randn(ngroups, N, generator=gen) * 0.05).to(dtype)
@@ -519,6 +517,16 @@ def test_emulated_kernel_matches_reference(case, share):
     bias = (torch.randn(N, generator=gen)).to(dtype) if with_bias else None
     x = torch.randn(M, K, generator=gen).to(dtype)
     packed = fmt.pack_reference(q, bits)
+    return q, scales, zeros, bias, x, packed
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["lane_acts", "cta_acts"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
+def test_emulated_kernel_matches_reference(case, share):
+    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
+    gen = torch.Generator().manual_seed(1234 + M + K + N)
+    q, scales, zeros, bias, x, packed = _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros,
+                                                        with_bias, dtype)
     if mode != "atomic":
         segs = -(-(N // 64) // 4) * plan_tiles(M)[1]
         grid = segs * parts
@@ -790,19 +798,8 @@ def test_emulated_swap_kernel_matches_reference(case):
     if channelwise:
         group = 128 if K % 128 == 0 else 64
     gen = torch.Generator().manual_seed(4321 + M + K + N)
-    q = torch.randint(0, 1 << bits, (K, N), generator=gen)
-    ngroups = K // group
-    scales = (torch.rand(ngroups, N, generator=gen) * 0.02 + 0.005).to(dtype)
-    if channelwise:
-        scales[1:] = float("nan")
-    zeros = None
-    if with_zeros:
-        zeros = (torch.randn(ngroups, N, generator=gen) * 0.05).to(dtype)
-        if channelwise:
-            zeros[1:] = float("nan")
-    bias = (torch.randn(N, generator=gen)).to(dtype) if with_bias else None
-    x = torch.randn(M, K, generator=gen).to(dtype)
-    packed = fmt.pack_reference(q, bits)
+    q, scales, zeros, bias, x, packed = _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros,
+                                                        with_bias, dtype)
     if mode != "atomic":
         grid = -(-(N // 64) // 4) * parts
     y = emulate_swap(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
