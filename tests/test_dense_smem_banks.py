@@ -16,11 +16,11 @@ and that the checker is not vacuous (the unpadded 64-element row has 8-way confl
 from __future__ import annotations
 
 import pathlib
-import shutil
-import subprocess
 from collections import Counter
 
 import pytest
+
+import host_cxx
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BANKS = 32
@@ -52,14 +52,7 @@ int main() {
 
 @pytest.fixture(scope="module")
 def smem_map(tmp_path_factory):
-    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler to compile kernels/dense/dense_smem.h")
-    d = tmp_path_factory.mktemp("dense_smem")
-    src, exe = d / "probe.cpp", d / "probe"
-    src.write_text(PROGRAM)
-    subprocess.run([cxx, "-std=c++17", "-I", str(ROOT), str(src), "-o", str(exe)], check=True)
-    lines = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    lines = host_cxx.run(tmp_path_factory.mktemp("dense_smem"), PROGRAM, "kernels/dense/dense_smem.h").splitlines()
     names = ("tile_k", "tile_n", "warps", "threads", "stride", "row_words", "rows", "chunks", "rows_per_pass")
     m = dict(zip(names, map(int, lines[0].split())))
     m["stage"], m["out"], m["scatter"] = {}, {}, {}

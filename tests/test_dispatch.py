@@ -14,10 +14,11 @@ compute capability and SM count, and last_path must report what gemm ran.
 from __future__ import annotations
 
 import pathlib
-import shutil
 import subprocess
 
 import pytest
+
+import host_cxx
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "kernels" / "dispatch" / "tests" / "select_table_main.cpp"
@@ -61,13 +62,8 @@ class Tables:
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> Tables:
-    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler for kernels/dispatch/tests/select_table_main.cpp")
-    exe = tmp_path_factory.mktemp("dispatch") / "select_table"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ROOT), str(DRIVER), "-o", str(exe)],
-                   check=True)
-    return Tables(exe)
+    return Tables(host_cxx.build(tmp_path_factory.mktemp("dispatch"), DRIVER, str(DRIVER.relative_to(ROOT)),
+                                 flags=("-O1", "-Wall", "-Werror")))
 
 
 SM90, SM100, THOR, ADA = (9, 0), (10, 0), (11, 0), (8, 9)

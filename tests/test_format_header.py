@@ -8,15 +8,13 @@ land every value in the mma.sync.m16n8k16 B-fragment register the PTX ISA
 assigns it.
 """
 
-import pathlib
-import shutil
-import subprocess
 
 import pytest
 
+import host_cxx
+
 from swordfish_backend import format as fmt
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 PROGRAM = r"""
 #include <cstdio>
@@ -45,14 +43,7 @@ int main() {
 
 @pytest.fixture(scope="module")
 def header_output(tmp_path_factory):
-    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler to compile kernels/common/format.h")
-    d = tmp_path_factory.mktemp("format_header")
-    src, exe = d / "probe.cpp", d / "probe"
-    src.write_text(PROGRAM)
-    subprocess.run([cxx, "-std=c++17", "-I", str(ROOT), str(src), "-o", str(exe)], check=True)
-    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    return host_cxx.run(tmp_path_factory.mktemp("format_header"), PROGRAM, "kernels/common/format.h").split("\n")
 
 
 def test_constants_match_header(header_output):

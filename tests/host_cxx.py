@@ -1,0 +1,38 @@
+"""Compile and run a small host C++ program against the repository's headers (the CPU tests of the
+header-only parts: format.h, dense_smem.h, the dispatch tables). Skips the calling test when the
+machine has no host C++ compiler."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def compiler() -> str | None:
+    return shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+
+
+def build(directory: pathlib.Path, source: str | pathlib.Path, what: str, flags: tuple = ()) -> pathlib.Path:
+    """Compile `source` (program text, or a .cpp path) with -I ROOT into `directory`; the executable."""
+    cxx = compiler()
+    if cxx is None:
+        pytest.skip(f"no host C++ compiler for {what}")
+    if isinstance(source, str):
+        src = directory / "probe.cpp"
+        src.write_text(source)
+    else:
+        src = source
+    exe = directory / "probe"
+    subprocess.run([cxx, "-std=c++17", *flags, "-I", str(ROOT), str(src), "-o", str(exe)], check=True)
+    return exe
+
+
+def run(directory: pathlib.Path, program: str, what: str) -> str:
+    """Build `program` and return what it prints."""
+    exe = build(directory, program, what)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
