@@ -8,11 +8,9 @@ land every value in the mma.sync.m16n8k16 B-fragment register the PTX ISA
 assigns it.
 """
 
-
 import pytest
 
 import host_cxx
-
 from swordfish_backend import format as fmt
 
 
