@@ -5,8 +5,8 @@
 # (default), the decode benchmark, the dispatcher sweep (int4 + int8, every
 # path in interleaved rounds) and an act-order sweep, ncu counters for the
 # dequant kernel (bank conflicts); `swordfish check` with CHECK=1 and an ncu
-# profile of the decode kernel with NCU_DECODE=1, of the prefill kernel with
-# NCU_PREFILL=1. About 7 minutes.
+# profile of the decode kernels (M = 1 sections, M = 16 full) with NCU_DECODE=1, of the
+# prefill kernel with NCU_PREFILL=1. About 7 minutes.
 # Everything lands in $OUT/results.tgz (one file: the device returns at most 8).
 #   COMMIT=<sha> bash scripts/h200_results.sh
 set -uo pipefail
@@ -29,7 +29,13 @@ t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_
 N="ncu --clock-control none"
 t 40 $N -k regex:dequant_kernel -c 1 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
   python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > "$R/ncu_dequant.txt" 2>&1
-[ -n "${NCU_DECODE:-}" ] && t 45 $N --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas > "$R/ncu_decode_m1.txt" 2>&1
+if [ -n "${NCU_DECODE:-}" ]; then
+  t 45 $N --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas > "$R/ncu_decode_m1.txt" 2>&1
+  # M = 16 (the m16 gemm kernel): full profile with per-instruction stall samples.
+  t 60 $N --set full --import-source no -k regex:gemm_kernel -c 1 -f -o "$R/ncu_decode_m16" python benchmarks/bench_decode.py --shapes 70b_gate_up --M 16 --bits 4 --no-cublas > "$R/ncu_decode_m16.log" 2>&1
+  ncu -i "$R/ncu_decode_m16.ncu-rep" > "$R/ncu_decode_m16.txt" 2>&1
+  ncu -i "$R/ncu_decode_m16.ncu-rep" --page source --csv --print-source sass > "$R/ncu_decode_m16_sass.csv" 2>&1
+fi
 # NCU_PREFILL=1: a full ncu profile (with per-instruction stall samples) of the
 # prefill kernel on 70B gate_up at M = 128 and M = 1024, and its SASS table.
 if [ -n "${NCU_PREFILL:-}" ]; then

@@ -122,6 +122,7 @@ def test_odd_shapes(bits, K, N, group, M):
 
 @pytest.mark.parametrize("M,K,N,want", [
     (64, 8192, 256, r"splits=[2-8]"),    # 2 tiles on >= 100 SMs: split-K
+    (64, 8192, 10240, r"splits=[3-8]"),  # 80 tiles on 132 SMs: more split items than SMs (2 rounds of 3-way splits)
     (4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
     (100, 1024, 1024, r"tile=128x(64|128)"),
     (3000, 1024, 1024, r"tile=128x256"),

@@ -7,9 +7,9 @@
 //     whole tiles only:  time = ceil(T / G) * k_stages * stage(BT)
 //     split tail:        the floor(T / G) full waves run whole tiles; the
 //                        r = T mod G tiles left (all T when T < G) are split
-//                        into s = min(G / r, k_stages / 4, 8) k ranges,
-//                        fp32 partials reduced in split order by a second
-//                        kernel: time = (floor(T / G) * k_stages +
+//                        into s in 2..8 k ranges (>= 4 stages each), fp32
+//                        partials reduced in split order by a second kernel:
+//                        time = (floor(T / G) * k_stages + ceil(r s / G) *
 //                        ceil(k_stages / s)) * stage(BT) + reduce(r, s, BT)
 //   and the cheapest wins (ties: larger BT, then no split).
 //   stage(BT) = kStageFixedNs + kStageNsPerToken * BT: a k64 stage's time on
@@ -75,21 +75,28 @@ Plan make_plan(const GemmProblem& p) {
     cand.est_ns = static_cast<double>(ceil_div(tiles, sms)) * k_stages * stage_ns;
     Plan options[2] = {cand, cand};
     int n_options = 1;
-    // Split tail.
+    // Split tail: the r tiles left after the full waves, each split into s k ranges; r * s items
+    // run in ceil(r * s / G) rounds of ceil(k_stages / s) stages (s need not divide G: 80 tiles
+    // split 3 ways take 2 rounds of a third of the work, 0.67 of one full wave).
     const long long full = tiles / sms, r = tiles % sms;
     if (r > 0) {
-      long long s = sms / r;
-      if (s > kMaxSplits) s = kMaxSplits;
-      if (s > k_stages / kMinStagesPerSplit) s = k_stages / kMinStagesPerSplit;
-      if (s >= 2) {
+      Plan split_best;
+      bool have_split = false;
+      for (int s = 2; s <= kMaxSplits && k_stages / s >= kMinStagesPerSplit; ++s) {
         Plan split = cand;
         split.dp_tiles = static_cast<int>(full * sms);
-        split.splits = static_cast<int>(s);
+        split.splits = s;
         const double partial_bytes = static_cast<double>(r) * s * bt * sm90::kTileN * sizeof(float);
-        split.est_ns = (static_cast<double>(full) * k_stages + static_cast<double>(ceil_div(k_stages, s))) * stage_ns +
+        split.est_ns = (static_cast<double>(full) * k_stages +
+                        static_cast<double>(ceil_div(r * s, sms)) * static_cast<double>(ceil_div(k_stages, s))) *
+                           stage_ns +
                        kReduceLaunchNs + 2.0 * partial_bytes / kReduceBytesPerNs;
-        options[n_options++] = split;
+        if (!have_split || split.est_ns < split_best.est_ns) {
+          split_best = split;
+          have_split = true;
+        }
       }
+      if (have_split) options[n_options++] = split_best;
     }
     for (int i = 0; i < n_options; ++i) {
       if (!have || options[i].est_ns < best.est_ns) {
