@@ -23,22 +23,24 @@ inline constexpr Table kSm90 = {
     // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps
     //   int4 M <= 48, int8 M <= 32, and on narrow layers (N <= 4096) int4 M <= 24, int8 M <= 16
     //   (the refinements at the end of this table).
-    // measured: benchmarks/results/h200/2026-12-02-c/ (kernels at ad3e875, scripts/h200_results.sh):
-    //   decode / prefill time per shape at M = 16, 24, 32, 40, 48, 56, 64
-    //   int4: 8B qkv 0.70 0.88 0.96 0.96 1.03 1.19 1.26   8B o 0.89 1.01 1.16 1.31 1.44 1.71 1.77
-    //         8B gate_up 0.55 0.72 0.76 0.86 0.88 1.08 1.10   8B down 0.71 0.91 1.05 1.03 1.12 1.29 1.32
-    //         70B qkv 0.46 0.59 0.63 0.68 0.72 0.85 0.90   70B o 0.66 0.86 0.93 0.96 1.01 1.22 1.26
-    //         70B gate_up 0.50 0.68 0.68 0.84 0.84 1.06 1.05   70B down 0.54 0.71 0.74 0.87 0.89 1.09 1.10
-    //   int8: 8B qkv 0.84 0.97 1.09 1.10 1.18 1.28 1.38   8B o 1.06 1.24 1.42 1.35 1.43 1.63 1.79
-    //         8B gate_up 0.79 0.87 0.87 1.03 1.06 1.17 1.21   8B down 0.88 1.01 1.10 1.19 1.25 1.38 1.42
-    //         70B qkv 0.62 0.67 0.73 0.83 0.86 0.94 0.98   70B o 0.88 0.98 1.03 1.15 1.19 1.33 1.37
-    //         70B gate_up 0.74 0.83 0.86 1.04 1.07 1.17 1.24   70B down 0.77 0.86 0.88 1.06 1.08 1.19 1.27
+    // measured: benchmarks/results/h200/2026-12-02-e/ (kernels at 97d7f79, scripts/h200_results.sh;
+    //   the prefill planner with uneven tail splits): decode / prefill time per shape at
+    //   M = 16, 24, 32, 40, 48, 56, 64
+    //   int4: 8B qkv 0.69 0.94 1.01 0.93 1.01 1.15 1.20   8B o 0.93 1.04 1.21 1.29 1.38 1.64 1.83
+    //         8B gate_up 0.54 0.72 0.75 0.86 0.88 1.08 1.10   8B down 0.73 0.92 1.06 1.00 1.09 1.27 1.30
+    //         70B qkv 0.57 0.72 0.79 0.82 0.85 1.02 1.05   70B o 0.66 0.84 0.96 0.96 1.03 1.21 1.26
+    //         70B gate_up 0.50 0.69 0.70 0.85 0.86 1.06 1.07   70B down 0.53 0.71 0.73 0.87 0.89 1.09 1.11
+    //   int8: 8B qkv 0.89 1.02 1.13 1.09 1.14 1.27 1.33   8B o 1.10 1.25 1.52 1.35 1.50 1.69 1.77
+    //         8B gate_up 0.79 0.86 0.89 1.03 1.06 1.18 1.19   8B down 0.86 1.00 1.08 1.20 1.25 1.38 1.43
+    //         70B qkv 0.74 0.82 0.87 1.01 1.03 1.14 1.19   70B o 0.86 0.97 1.03 1.16 1.21 1.33 1.39
+    //         70B gate_up 0.75 0.87 0.86 1.06 1.06 1.23 1.27   70B down 0.75 0.86 0.88 1.10 1.08 1.20 1.25
     //   int8 crosses earlier (its decode moves twice the bytes per weight); the N = 4096 layers
-    //   (8B o, 8B down: 64 n64 columns for decode to spread) earliest. Judged with
-    //   benchmarks/table_verdict.py on that sweep (M = 1 ... 8192): int4 148/152 and int8 146/152
-    //   points within 3% of the fastest path (one threshold of 40 for everything: 142 and 137),
-    //   worst 1.21x (was 1.42x). 70B qkv stays the outlier (crossover ~96: its 80 prefill tiles
-    //   fill 80 of 132 SMs).
+    //   (8B o, 8B down: 64 n64 columns for decode to spread) earliest. The values were read from
+    //   the 2026-12-02-c sweep and hold on this one: benchmarks/table_verdict.py puts int4 151/152
+    //   and int8 150/152 points within 3% of the fastest path (misses: 8B o int4 M = 24 1.04x,
+    //   8B qkv int8 M = 32 1.13x, 8B o int8 M = 16 1.10x; int8 24 instead of 32 would cost
+    //   the four 70B shapes 14-17% at M = 32). 70B qkv, whose 80 prefill tiles used to fill 80 of
+    //   132 SMs (crossover ~96), now crosses at ~56 like the rest.
     /*decode_max_m=*/48,
     // measured: no underfill rule on the H200 (0 = off). The prefill plan splits the last wave
     // along K, so a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster
@@ -48,17 +50,21 @@ inline constexpr Table kSm90 = {
     // measured: no K-heavy rule either (0 = off): 8B down and 70B down cross at ~31 and ~52, with
     // the narrow and the wide layers respectively.
     /*decode_k_heavy_max_m=*/0,
-    // Dense against decode + prefill (same folder), dense / prefill time at M = 2048, 4096, 8192:
-    // measured: int4 8192: 8B qkv 1.12 1.04 0.99, 8B o 1.15 1.04 0.98, 8B gate_up 1.07 1.06 1.00,
+    // Dense against decode + prefill, dense / prefill time at M = 2048, 4096, 8192:
+    // measured: int4 16384 (prefill through M = 16383; nothing above M = 8192 was timed):
+    //   2026-12-02-c: 8B qkv 1.12 1.04 0.99, 8B o 1.15 1.04 0.98, 8B gate_up 1.07 1.06 1.00,
     //   8B down 1.13 1.03 1.01, 70B qkv 1.13 1.02 1.05, 70B o 1.10 0.98 0.98, 70B gate_up 1.07 1.01
-    //   1.02, 70B down 1.08 1.01 1.01: prefill ahead through 4096, within 2% at 8192, where dense
-    //   (cuBLAS) takes over. K-heavy shapes (the two downs) behave the same.
-    // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192.
+    //   1.02, 70B down 1.08 1.01 1.01; at M = 8192 in 2026-12-02-d 1.00-1.06 and in 2026-12-02-e
+    //   0.99-1.08 (8B qkv 0.99, 70B gate_up 1.08): prefill is ahead or tied at 8192 on every shape
+    //   in three runs, so the dense tier starts at the next power of two. K-heavy shapes (the two
+    //   downs) behave the same.
+    // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192 (2026-12-02-c);
+    //   0.99-1.02 at 4096, 0.95-1.00 at 8192 (2026-12-02-e).
     // measured: act-order 2048 (N <= 2K; --act-order sweep at M = 64, 512, 2048, 4096, 8192):
     //   dense / prefill 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88: prefill pays
     //   a gather pass over x (decode's per-element prep kernel) that the dense tier folds
     //   into its dequant writes. 8B o loses up to 16% between 512 and 2048.
-    /*dense_vs_fused=*/DenseFrom{/*int4=*/8192, /*int4_k_heavy=*/8192, /*int8=*/4096, /*int8_k_heavy=*/4096,
+    /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/4096, /*int8_k_heavy=*/4096,
                                  /*act_order=*/2048},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, group not 32/64/128), and builds without sm_90a code.
