@@ -6,7 +6,10 @@
 
 Each measurement is the median of many CUDA-graph replays; one graph holds
 back-to-back calls cycling through enough weight copies that the weights come
-from HBM, not from L2. Reported per (shape, M): microseconds per call, the
+from HBM, not from L2. The M values of one (shape, bits) are timed in
+interleaved rounds (--rounds, default 3: M = 1, 16, ..., then again) and each
+point reports the median over rounds with its min and max, so a slow spell of
+the machine lands on every M alike instead of on one point. Reported per (shape, M): microseconds per call, the
 weight stream (packed words + scales [+ zero points]) in TB/s, that as a
 fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
 bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 
@@ -85,12 +89,15 @@ def main(argv=None):
     ap.add_argument("--zeros", action="store_true", help="with folded zero points")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--no-cublas", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per point (default 3)")
     ap.add_argument("--out", help="write the JSON records here")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be >= 1, got {args.rounds}")
     if not torch.cuda.is_available() or not ops.has_extension():
         sys.exit(f"needs a CUDA device and the extension ({ops.extension_error()})")
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    dev = torch.cuda.get_device_properties(0)
+    dev = torch.cuda.get_device_properties(torch.cuda.current_device())
     commit = git_commit()
     ceiling = hbm_read_tbps()
     print(f"# {dev.name}, {dev.multi_processor_count} SMs; HBM read ceiling measured now: {ceiling:.3f} TB/s "
@@ -98,7 +105,7 @@ def main(argv=None):
     gen = torch.Generator(device="cuda").manual_seed(0)
     records = []
     hdr = (f"{'shape':>12} {'bits':>4} {'M':>4} {'us':>9} {'TB/s':>6} {'%4.18':>6} {'%ceil':>6} {'x_M1':>5} "
-           f"{'cublas_us':>9} {'x_cublas':>8}")
+           f"{'cublas_us':>9} {'x_cublas':>8} {'spread':>6}")
     print(hdr)
     for name in args.shapes:
         K, N = SHAPES[name]
@@ -109,16 +116,25 @@ def main(argv=None):
             if not args.no_cublas:
                 dn = copies_for(K * N * 2)
                 dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(dn)]
+            # Every M's calls first, then the rounds: M = 1, 16, ..., 1, 16, ... (interleaved).
+            xs = {M: torch.randn(M, K, device="cuda", dtype=dtype, generator=gen) for M in args.M}
+            calls = {
+                M: [(lambda x=x, p=p, s=s, z=z: ops.gemm(x, p, s, z, None, None, bits, args.group, False, PATH_DECODE,
+                                                         int(args.deterministic)))
+                    for p, s, z in copies]
+                for M, x in xs.items()
+            }
+            rounds = {M: [] for M in args.M}
+            cublas_rounds = {M: [] for M in args.M}
+            for _ in range(args.rounds):
+                for M in args.M:
+                    rounds[M].append(time_graph(calls[M]))
+                    if dense:
+                        cublas_rounds[M].append(time_graph([lambda x=xs[M], w=w: F.linear(x, w) for w in dense]))
             m1_us = None
             for M in args.M:
-                x = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
-                calls = [
-                    (lambda p=p, s=s, z=z: ops.gemm(x, p, s, z, None, None, bits, args.group, False, PATH_DECODE,
-                                                    int(args.deterministic)))
-                    for p, s, z in copies
-                ]
-                us = time_graph(calls)
-                cublas_us = time_graph([lambda w=w: F.linear(x, w) for w in dense]) if dense else None
+                us = statistics.median(rounds[M])
+                cublas_us = statistics.median(cublas_rounds[M]) if dense else None
                 tbps = wbytes / us / 1e6
                 if M == 1:
                     m1_us = us
@@ -126,7 +142,8 @@ def main(argv=None):
                 rec = {
                     "shape": name, "K": K, "N": N, "M": M, "bits": bits, "group_size": args.group,
                     "dtype": args.dtype, "zeros": args.zeros, "deterministic": args.deterministic,
-                    "path": "decode", "us": us, "cublas_us": cublas_us, "weight_bytes": wbytes,
+                    "path": "decode", "us": us, "us_min": min(rounds[M]), "us_max": max(rounds[M]),
+                    "rounds_us": rounds[M], "cublas_us": cublas_us, "weight_bytes": wbytes,
                     "weight_TBps": tbps, "frac_of_4.18": tbps / HBM_NOMINAL_TBPS, "hbm_read_TBps": ceiling,
                     "frac_of_measured_ceiling": tbps / ceiling, "ratio_to_m1": to_m1, "copies": len(copies),
                     "commit": commit,
@@ -135,8 +152,10 @@ def main(argv=None):
                 records.append(rec)
                 cub = f"{cublas_us:9.1f} {cublas_us / us:8.2f}" if cublas_us else f"{'-':>9} {'-':>8}"
                 m1 = f"{to_m1:5.2f}" if to_m1 else f"{'-':>5}"
+                spread = max(rounds[M]) / min(rounds[M])
                 print(f"{name:>12} {bits:>4} {M:>4} {us:9.2f} {tbps:6.3f} {100 * tbps / HBM_NOMINAL_TBPS:6.1f} "
-                      f"{100 * tbps / ceiling:6.1f} {m1} {cub}", flush=True)
+                      f"{100 * tbps / ceiling:6.1f} {m1} {cub} {spread:6.3f}", flush=True)
+            del calls, xs
             del copies, dense
             torch.cuda.empty_cache()
     if args.out:

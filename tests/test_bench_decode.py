@@ -1,0 +1,38 @@
+"""benchmarks/bench_decode.py on the CPU: its options, and a clear exit without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bdec():
+    spec = importlib.util.spec_from_file_location("bench_decode", ROOT / "benchmarks" / "bench_decode.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rounds_must_be_positive(bdec, capsys):
+    with pytest.raises(SystemExit) as e:
+        bdec.main(["--rounds", "0"])
+    assert e.value.code == 2
+    assert "--rounds must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_shapes_are_the_issue_layers(bdec):
+    assert bdec.SHAPES["70b_gate_up"] == (8192, 57344) and bdec.SHAPES["8b_down"] == (14336, 4096)
+    assert len(bdec.SHAPES) == 8
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
+def test_without_a_gpu_it_says_what_it_needs(bdec):
+    with pytest.raises(SystemExit) as e:
+        bdec.main(["--M", "1"])
+    assert "needs a CUDA device" in str(e.value.code)
