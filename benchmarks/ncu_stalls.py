@@ -11,6 +11,8 @@ most samples with their top reasons, and the mbarrier waits (a TRYWAIT and
 the branch that spins on it) with the share of samples spent in each, which
 is what tells a load-bound pipeline (consumers at the "full" waits) from a
 compute-bound one (producers at the "empty" waits, consumers at wgmma waits).
+With the source counters in the export, it also lists the instructions whose
+shared-memory accesses took more wavefronts than ideal (bank conflicts).
 """
 import argparse
 import csv
@@ -39,6 +41,17 @@ def main() -> None:
         r = data[i]
         why = sorted(((int(r[ix[h]] or 0), h[6:]) for h in reasons), reverse=True)[:3]
         print(f"  {i:5d} {100 * samples(r) / total:5.1f}%  {src(r)[:64]:64s} " + " ".join(f"{h}:{v}" for v, h in why if v))
+    excess_col = "L1 Wavefronts Shared Excessive"
+    if excess_col in ix:
+        ideal_col = "L1 Wavefronts Shared Ideal"
+        hot = [(int(r[ix[excess_col]] or 0), i) for i, r in enumerate(data)]
+        hot = sorted((e, i) for e, i in hot if e > 0)[::-1]
+        total_excess = sum(e for e, _ in hot)
+        print(f"\nshared-memory wavefronts beyond the ideal (bank conflicts): {total_excess} in {len(hot)} instructions")
+        for e, i in hot[: a.top]:
+            r = data[i]
+            ideal = r[ix[ideal_col]] if ideal_col in ix else "?"
+            print(f"  {i:5d} excess {e:10d} ideal {ideal:>10s}  {src(r)[:70]}")
     print("\nmbarrier waits (TRYWAIT + its spin branch):")
     for i in range(1, len(data)):
         if "TRYWAIT" in src(data[i - 1]) and "BRA" in src(data[i]):

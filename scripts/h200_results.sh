@@ -29,6 +29,13 @@ t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_
 N="ncu --clock-control none"
 t 40 $N -k regex:dequant_kernel -c 1 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
   python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > "$R/ncu_dequant.txt" 2>&1
+# The same kernel with source counters: shared-memory wavefronts beyond the ideal, per instruction
+# (the aggregate counters above also count accesses no instruction of the kernel makes conflicting:
+# the prefill kernel's aggregate reads 1.3-way on stores while every STS shows 0 excess).
+t 60 $N --set full --import-source no -k regex:dequant_kernel -c 1 -f -o /tmp/ncu_dq \
+  python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > /dev/null 2>&1
+ncu -i /tmp/ncu_dq.ncu-rep --page source --csv --print-source sass > /tmp/ncu_dq_sass.csv 2>/dev/null
+python benchmarks/ncu_stalls.py /tmp/ncu_dq_sass.csv --top 20 > "$R/ncu_dequant_source.txt" 2>&1
 if [ -n "${NCU_DECODE:-}" ]; then
   t 45 $N --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas > "$R/ncu_decode_m1.txt" 2>&1
   # M = 16 (the m16 gemm kernel): full profile with per-instruction stall samples.

@@ -30,3 +30,19 @@ def test_summary_names_the_hot_wait(tmp_path):
     # The TRYWAIT and its spin branch are one wait holding 90% of the samples.
     wait = [l for l in out.splitlines() if "TRYWAIT" in l and "executed" in l]
     assert len(wait) == 1 and " 90.0%" in wait[0], out
+
+
+def test_bank_conflicts_are_listed_per_instruction(tmp_path):
+    path = tmp_path / "k_sass.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Kernel Name", "void k()"])
+        w.writerow(["Address", "Source", "Warp Stall Sampling (All Samples)", "Instructions Executed", "stall_wait",
+                    "L1 Wavefronts Shared", "L1 Wavefronts Shared Ideal", "L1 Wavefronts Shared Excessive"])
+        w.writerow(["0x0", "LDS.128 R4, [R2]", "10", "100", "10", "400", "400", "0"])
+        w.writerow(["0x10", "STS [R3], R1", "5", "100", "5", "200", "100", "100"])
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ncu_stalls.py"), str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "beyond the ideal (bank conflicts): 100 in 1 instructions" in out
+    listed = [l for l in out.splitlines() if "excess" in l]
+    assert len(listed) == 1 and "STS [R3], R1" in listed[0], out
