@@ -274,6 +274,23 @@ def should_prune(prune: float, impl: str, us: float | None, best_us: float | Non
     return bool(prune) and impl == "decode" and us is not None and best_us is not None and us > prune * best_us
 
 
+def mark_pruned(timings: dict, pruned: list, key: tuple) -> None:
+    """Record a decode point skipped because decode already lost by the prune factor at a smaller M."""
+    bits, name, M, impl = key
+    timings[key] = {"status": "pruned"}
+    pruned.append({"bits": bits, "shape": name, "M": M, "impl": impl})
+
+
+def decode_lost(args, timings: dict, bits: int, name: str, M: int) -> bool:
+    """After the paths of one (shape, M) are timed: is decode now `--prune-decode` times slower than
+    the fastest forced path (so larger M skip it)?"""
+    best = min((statistics.median(timings[(bits, name, M, i)]["rounds_us"]) for i in FORCED
+                if timings.get((bits, name, M, i), {}).get("status") == "ok"), default=None)
+    d = timings.get((bits, name, M, "decode"), {})
+    return d.get("status") == "ok" and should_prune(args.prune_decode, "decode", statistics.median(d["rounds_us"]),
+                                                    best)
+
+
 def build_rows(timings: dict, shapes: list, ms: list, impls: list, wbytes: dict, ceilings: dict | None,
                bench) -> list:
     """Result rows (swordfish-bench schema) from timings[(shape, M, impl)] = {status, rounds_us, ...}.
@@ -476,8 +493,7 @@ def dry_run_timings(args, rng: random.Random) -> tuple:
                 for impl in args.impls:
                     key = (bits, name, M, impl)
                     if impl == "decode" and stop_decode:
-                        timings[key] = {"status": "pruned"}
-                        pruned.append({"bits": bits, "shape": name, "M": M, "impl": impl})
+                        mark_pruned(timings, pruned, key)
                         continue
                     t = base[impl]
                     if t is None:
@@ -486,11 +502,8 @@ def dry_run_timings(args, rng: random.Random) -> tuple:
                     rounds = [t * (1 + rng.gauss(0, 0.004)) for _ in range(args.rounds)]
                     path = pick if impl == "auto" else (None if impl == "cublas" else impl)
                     timings[key] = {"status": "ok", "rounds_us": rounds, "path": path, "copies": 4, "calls": 64}
-                best = min((statistics.median(timings[(bits, name, M, i)]["rounds_us"]) for i in FORCED
-                            if timings.get((bits, name, M, i), {}).get("status") == "ok"), default=None)
-                d = timings.get((bits, name, M, "decode"), {})
-                if d.get("status") == "ok":
-                    stop_decode = should_prune(args.prune_decode, "decode", statistics.median(d["rounds_us"]), best)
+                if decode_lost(args, timings, bits, name, M):
+                    stop_decode = True
     return timings, pruned
 
 
@@ -688,8 +701,7 @@ def sweep(args, bench, ops, device, info, log) -> tuple:
                 for impl in args.impls:
                     key = (bits, name, M, impl)
                     if impl == "decode" and stop_decode:
-                        timings[key] = {"status": "pruned"}
-                        pruned.append({"bits": bits, "shape": name, "M": M, "impl": impl})
+                        mark_pruned(timings, pruned, key)
                         continue
                     if impl == "cublas":
                         calls = [functools.partial(F.linear, x, d) for d in dcopies]
@@ -717,11 +729,8 @@ def sweep(args, bench, ops, device, info, log) -> tuple:
                     for impl, times in ms.items():
                         timings[(bits, name, M, impl)] = dict(meta[impl], status="ok",
                                                               rounds_us=[t * 1e3 / meta[impl]["calls"] for t in times])
-                best = min((statistics.median(timings[(bits, name, M, i)]["rounds_us"]) for i in FORCED
-                            if timings.get((bits, name, M, i), {}).get("status") == "ok"), default=None)
-                d = timings.get((bits, name, M, "decode"), {})
-                if d.get("status") == "ok":
-                    stop_decode = should_prune(args.prune_decode, "decode", statistics.median(d["rounds_us"]), best)
+                if decode_lost(args, timings, bits, name, M):
+                    stop_decode = True
                 del graphs, x
                 torch.cuda.empty_cache()  # the graphs' private pools (GBs at large M)
                 done += 1

@@ -3,10 +3,10 @@
 # prebuilt/): the carried prebuilt/_C.so, the error probe, the whole test
 # suite, compute-sanitizer (memcheck, racecheck, synccheck), `swordfish bench`
 # (default), the decode benchmark, the dispatcher sweep (int4 + int8, every
-# path in interleaved rounds) and an act-order sweep, ncu counters for the
-# dequant kernel (bank conflicts); `swordfish check` with CHECK=1 and an ncu
-# profile of the decode kernels (M = 1 sections, M = 16 full) with NCU_DECODE=1, of the
-# prefill kernel with NCU_PREFILL=1. About 7 minutes.
+# path in interleaved rounds) and an act-order sweep, a full ncu profile of the
+# dequant kernel (with its bank-conflict counters); `swordfish check` with CHECK=1,
+# ncu profiles of the decode kernels (M = 1 sections, M = 16 full) with NCU_DECODE=1
+# and of the prefill kernel with NCU_PREFILL=1 (see profile() below). About 7 minutes.
 # Everything lands in $OUT/results.tgz (one file: the device returns at most 8).
 #   COMMIT=<sha> bash scripts/h200_results.sh
 set -uo pipefail
@@ -26,31 +26,38 @@ t 120 python benchmarks/bench_dispatch.py --bits ${DISPATCH_BITS:-4 8} --m "$M_S
 t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_o,70b_gate_up --m 64,512,2048,4096,8192 \
   --rounds 3 --no-dequant --out "$R/dispatch_act" > "$R/dispatch_act.txt" 2>&1
 [ -n "${CHECK:-}" ] && t 40 python -m swordfish_backend check > "$R/check.txt" 2>&1
-N="ncu --clock-control none"
-t 40 $N -k regex:dequant_kernel -c 1 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
-  python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > "$R/ncu_dequant.txt" 2>&1
-# The same kernel with source counters: shared-memory wavefronts beyond the ideal, per instruction
-# (the aggregate counters above also count accesses no instruction of the kernel makes conflicting:
-# the prefill kernel's aggregate reads 1.3-way on stores while every STS shows 0 excess).
-t 60 $N --set full --import-source no -k regex:dequant_kernel -c 1 -f -o /tmp/ncu_dq \
-  python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n > /dev/null 2>&1
-ncu -i /tmp/ncu_dq.ncu-rep --page source --csv --print-source sass > /tmp/ncu_dq_sass.csv 2>/dev/null
-python benchmarks/ncu_stalls.py /tmp/ncu_dq_sass.csv --top 20 > "$R/ncu_dequant_source.txt" 2>&1
+# profile NAME KERNEL_REGEX SECONDS [NCU_OPTION ...] -- COMMAND ...: one full ncu profile (with
+# per-instruction stall samples and source counters) of the first matching launch, kept as
+# $R/NAME.ncu-rep plus its details page (NAME.txt), its SASS page (NAME_sass.csv) and
+# benchmarks/ncu_stalls.py's reading of it (NAME_stalls.txt: stalls, mbarrier waits, and
+# shared-memory wavefronts beyond the ideal per instruction). The aggregate bank-conflict counters
+# also count accesses no instruction makes conflicting (the prefill kernel's aggregate reads
+# 1.3-way on stores while every STS shows 0 excess): read the per-instruction list.
+profile() {
+  local name=$1 kernel=$2 secs=$3; shift 3
+  local opts=()
+  while [ "$1" != "--" ]; do opts+=("$1"); shift; done; shift
+  t "$secs" ncu --clock-control none --set full --import-source no "${opts[@]}" -k "regex:$kernel" -c 1 -f \
+    -o "$R/$name" "$@" > "$R/$name.log" 2>&1
+  ncu -i "$R/$name.ncu-rep" > "$R/$name.txt" 2>&1
+  ncu -i "$R/$name.ncu-rep" --page source --csv --print-source sass > "$R/${name}_sass.csv" 2>&1
+  python benchmarks/ncu_stalls.py "$R/${name}_sass.csv" --top 25 > "$R/${name}_stalls.txt" 2>&1
+}
+# The dense dequant kernel, 70B o int4, with the aggregate bank-conflict and DRAM counters.
+profile ncu_dequant dequant_kernel 60 --metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+  -- python benchmarks/bench_dispatch.py --dequant-only --shapes 70b_o --bits 4 --out /tmp/n
 if [ -n "${NCU_DECODE:-}" ]; then
-  t 45 $N --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas > "$R/ncu_decode_m1.txt" 2>&1
-  # M = 16 (the m16 gemm kernel): full profile with per-instruction stall samples.
-  t 60 $N --set full --import-source no -k regex:gemm_kernel -c 1 -f -o "$R/ncu_decode_m16" python benchmarks/bench_decode.py --shapes 70b_gate_up --M 16 --bits 4 --no-cublas > "$R/ncu_decode_m16.log" 2>&1
-  ncu -i "$R/ncu_decode_m16.ncu-rep" > "$R/ncu_decode_m16.txt" 2>&1
-  ncu -i "$R/ncu_decode_m16.ncu-rep" --page source --csv --print-source sass > "$R/ncu_decode_m16_sass.csv" 2>&1
+  t 45 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    -k regex:swap_kernel -c 1 python benchmarks/bench_decode.py --shapes 70b_gate_up --M 1 --bits 4 --no-cublas \
+    > "$R/ncu_decode_m1.txt" 2>&1
+  # M = 16: the m16 gemm kernel.
+  profile ncu_decode_m16 gemm_kernel 60 -- python benchmarks/bench_decode.py --shapes 70b_gate_up --M 16 --bits 4 --no-cublas
 fi
-# NCU_PREFILL=1: a full ncu profile (with per-instruction stall samples) of the
-# prefill kernel on 70B gate_up at M = 128 and M = 1024, and its SASS table.
+# NCU_PREFILL=1: the prefill kernel on 70B gate_up at M = 128 and M = 1024.
 if [ -n "${NCU_PREFILL:-}" ]; then
   for m in 128 1024; do
-    t 90 $N --set full --import-source no -k regex:gemm_kernel -c 1 -f -o "$R/ncu_prefill_m$m" \
-      python -m swordfish_backend bench --shapes '8192,57344' --m $m --paths prefill --json '' -q > "$R/ncu_prefill_m$m.log" 2>&1
-    ncu -i "$R/ncu_prefill_m$m.ncu-rep" > "$R/ncu_prefill_m$m.txt" 2>&1
-    ncu -i "$R/ncu_prefill_m$m.ncu-rep" --page source --csv --print-source sass > "$R/ncu_prefill_m${m}_sass.csv" 2>&1
+    profile "ncu_prefill_m$m" gemm_kernel 90 -- python -m swordfish_backend bench --shapes '8192,57344' --m $m \
+      --paths prefill --json '' -q
   done
 fi
 tar czf "$OUT/results.tgz" -C "$R" .

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import pytest
+import repo_scripts
 import torch
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bdec():
-    spec = importlib.util.spec_from_file_location("bench_decode", ROOT / "benchmarks" / "bench_decode.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_scripts.load("benchmarks/bench_decode.py")
 
 
 def test_rounds_must_be_positive(bdec, capsys):

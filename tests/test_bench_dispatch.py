@@ -3,23 +3,17 @@ auto-vs-best verdict, and a --dry-run through the tables, JSON (validated) and P
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+import repo_scripts
 
 from swordfish_backend import bench
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bd():
-    spec = importlib.util.spec_from_file_location("bench_dispatch", ROOT / "benchmarks" / "bench_dispatch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_scripts.load("benchmarks/bench_dispatch.py")
 
 
 def test_quick_covers_the_issue_sweep(bd):

@@ -235,6 +235,24 @@ def stage_shared(xs, M, bits, MT, mg, kb):
     return act
 
 
+def _outputs(M, N, mode, parts, bias):
+    """The launch's output buffers: y (zeroed, or set to the bias by the prep kernel for atomic
+    epilogues), direct-mode store counts, split-K partials."""
+    y = torch.zeros(M, N, dtype=torch.float64)
+    if mode == "atomic" and bias is not None:
+        y += bias.to(torch.float64)
+    return y, torch.zeros(M, N, dtype=torch.int64), torch.zeros(parts, M, N, dtype=torch.float64)
+
+
+def _cta_units(b, mode, grid, units, parts, KB):
+    """CTA b's flat unit range: an even share of all units (atomic), or split `part` of one
+    segment of KB units (deterministic modes, `parts` CTAs per segment)."""
+    if mode == "atomic":
+        return b * units // grid, (b + 1) * units // grid
+    seg, part = divmod(b, parts)
+    return seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
+
+
 def _store_pair(mode, y, filled, partial, bias, part, rr, cc, v0, v1):
     """One output pair (row rr, columns cc, cc + 1) through an epilogue: red.add (atomic), a direct
     store with bias (direct, counted so that each output is stored once), or a split-K partial."""
@@ -289,22 +307,14 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     xs = x.to(torch.float64)
     sflat = scales.to(torch.float64).reshape(-1)
     zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
-    y = torch.zeros(M, N, dtype=torch.float64)
-    if mode == "atomic" and bias is not None:
-        y += bias.to(torch.float64)
-    filled = torch.zeros(M, N, dtype=torch.int64)  # direct-mode stores per element
-    partial = torch.zeros(parts, M, N, dtype=torch.float64)
+    y, filled, partial = _outputs(M, N, mode, parts, bias)
     bf16 = dtype == torch.bfloat16
     a_row = (LANES & 7) + ((LANES >> 3) & 1) * 8
     a_col = (LANES >> 4) * 8
     g, t = LANES // 4, LANES % 4
 
     for b in range(grid):
-        if mode == "atomic":
-            cta_u0, cta_u1 = b * units // grid, (b + 1) * units // grid
-        else:
-            seg, part = divmod(b, parts)
-            cta_u0, cta_u1 = seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
+        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, parts, KB)
         for warp in range(4):
             if share:  # every warp walks the CTA's whole range
                 u0, u1 = cta_u0, cta_u1
@@ -673,22 +683,14 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
     xs = x.to(torch.float64)
     sflat = scales.to(torch.float64).reshape(-1)
     zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
-    y = torch.zeros(M, N, dtype=torch.float64)
-    if mode == "atomic" and bias is not None:
-        y += bias.to(torch.float64)
-    filled = torch.zeros(M, N, dtype=torch.int64)
-    partial = torch.zeros(parts, M, N, dtype=torch.float64)
+    y, filled, partial = _outputs(M, N, mode, parts, bias)
     x_tok, x_col = LANES & 7, (LANES >> 3) * 8
     g, t = LANES // 4, LANES % 4
     odd = (g & 1).bool()
     ones_a = torch.ones(32, 4, 2, dtype=torch.float64)
 
     for b in range(grid):
-        if mode == "atomic":
-            cta_u0, cta_u1 = b * units // grid, (b + 1) * units // grid
-        else:
-            seg, part = divmod(b, parts)
-            cta_u0, cta_u1 = seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
+        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, parts, KB)
         for warp in range(4):
             warp_quads = (ncols - warp + 3) >> 2
             u0, u1 = cta_u0, min(cta_u1, warp_quads * KB)

@@ -302,12 +302,9 @@ def test_last_path_reports_what_ran(capfd, monkeypatch):
 
 
 def _bench_dispatch():
-    import importlib.util
+    import repo_scripts
 
-    spec = importlib.util.spec_from_file_location("bench_dispatch", ROOT / "benchmarks" / "bench_dispatch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return repo_scripts.load("benchmarks/bench_dispatch.py")
 
 
 def test_sweep_crossover_is_where_dense_stays_faster():

@@ -4,18 +4,13 @@ Each case runs in a child process (scripts/probe_op_errors.py) so that a
 crash is reported as a failure instead of ending the test session.
 """
 
-import importlib.util
-import pathlib
-
 import pytest
+import repo_scripts
 import torch
 
 import swordfish_backend.ops as ops
 
-spec = importlib.util.spec_from_file_location(
-    "probe_op_errors", pathlib.Path(__file__).resolve().parents[1] / "scripts" / "probe_op_errors.py")
-probe = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe)
+probe = repo_scripts.load("scripts/probe_op_errors.py")
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and ops.has_extension()),
                                 reason="needs a CUDA device and the compiled extension")

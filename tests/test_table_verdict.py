@@ -5,9 +5,9 @@ from __future__ import annotations
 import pathlib
 import re
 import shutil
-import sys
 
 import pytest
+import repo_scripts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "benchmarks" / "results" / "h200" / "2026-12-02-e" / "dispatch" / "dispatch_int4.json"
@@ -19,11 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_verdict_of_the_committed_table(capsys):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import table_verdict
-    finally:
-        sys.path.pop(0)
+    table_verdict = repo_scripts.load("benchmarks/table_verdict.py")
     assert table_verdict.main([str(SWEEP)]) == 0
     out = capsys.readouterr().out
     m = re.search(r"within 3% of the fastest path: (\d+)/(\d+) points", out)

@@ -141,18 +141,13 @@ constexpr bool conflict_free_128(Word word) {
   return true;
 }
 
-constexpr bool stage_nk_conflict_free() {
+// The stage stores of one layout (kKN: KN, else NK) take one wavefront each.
+template <bool kKN>
+constexpr bool stage_conflict_free() {
   for (int w = 0; w < kWarps; ++w)
     for (int c = 0; c < 8; ++c)
       for (int h = 0; h < 2; ++h)
-        if (wavefronts_32([=](int l) { return stage_nk(w, l, c, h); }) != 1) return false;
-  return true;
-}
-constexpr bool stage_kn_conflict_free() {
-  for (int w = 0; w < kWarps; ++w)
-    for (int c = 0; c < 8; ++c)
-      for (int h = 0; h < 2; ++h)
-        if (wavefronts_32([=](int l) { return stage_kn(w, l, c, h); }) != 1) return false;
+        if (wavefronts_32([=](int l) { return kKN ? stage_kn(w, l, c, h) : stage_nk(w, l, c, h); }) != 1) return false;
   return true;
 }
 constexpr bool out_conflict_free() {
@@ -182,8 +177,8 @@ constexpr bool stage_covers_tile_once() {
 }
 
 static_assert(kRowWords % kBanks == 4, "row stride 4 (mod 32) words: the stage maps above rely on it");
-static_assert(stage_nk_conflict_free(), "NK stage stores: one wavefront each");
-static_assert(stage_kn_conflict_free(), "KN stage stores: one wavefront each");
+static_assert(stage_conflict_free<false>(), "NK stage stores: one wavefront each");
+static_assert(stage_conflict_free<true>(), "KN stage stores: one wavefront each");
 static_assert(out_conflict_free(), "16-byte write-out loads: conflict-free per quarter warp");
 static_assert(scatter_conflict_free(), "act-order 16-bit write-out loads: one wavefront each");
 static_assert(stage_covers_tile_once<false>() && stage_covers_tile_once<true>(), "each staged word written once");

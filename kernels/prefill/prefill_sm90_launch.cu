@@ -13,8 +13,11 @@
 //                        ceil(k_stages / s)) * stage(BT) + reduce(r, s, BT)
 //   and the cheapest wins (ties: larger BT, then no split).
 //   stage(BT) = kStageFixedNs + kStageNsPerToken * BT: a k64 stage's time on
-//   one SM, fitted to the H200 (2026-12-02: ~460 ns at BT 64, ~770 ns at
-//   BT 256); reduce = launch gap + partial bytes written and read at L2 rate.
+//   one SM, fitted to the first H200 runs (~460 ns at BT 64, ~770 ns at
+//   BT 256; later kernels measure ~370 / 480 / 690 ns at BT 64 / 128 / 256,
+//   benchmarks/results/h200/2026-12-02-e: not refitted, the split and tile
+//   choices were timed with these constants); reduce = launch gap + partial
+//   bytes written and read at L2 rate.
 //   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -288,7 +291,6 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.splits = plan.splits;
   params.k_stages = plan.k_stages;
   params.items = plan.items;
-
   params.group_m = plan.group_m;
   params.scale_rows = (p.group == 32 && !p.channelwise) ? 2 : 1;
 
