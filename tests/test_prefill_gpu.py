@@ -120,17 +120,21 @@ def test_odd_shapes(bits, K, N, group, M):
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
 
 
-@pytest.mark.parametrize("M,K,N,want", [
-    (64, 8192, 256, r"splits=[2-8]"),    # 2 tiles on >= 100 SMs: split-K
-    (64, 8192, 10240, r"splits=[3-8]"),  # 80 tiles on 132 SMs: more split items than SMs (2 rounds of 3-way splits)
-    (4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
-    (100, 1024, 1024, r"tile=128x(64|128)"),
-    (3000, 1024, 1024, r"tile=128x256"),
+@pytest.mark.parametrize("bits,M,K,N,want", [
+    (4, 64, 8192, 256, r"splits=[2-8]"),    # 2 tiles on >= 100 SMs: split-K
+    (4, 64, 8192, 10240, r"splits=[3-8]"),  # 80 tiles on 132 SMs: more split items than SMs (2 rounds of 3-way splits)
+    (4, 4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
+    # Stage depth (sm90::slices_for): k128 stages for the small tiles, except int8 at BT 128 (three
+    # k128 stages fit; it keeps seven k64 ones) and BT 256.
+    (4, 100, 1024, 1024, r"tile=128x(64 k=128|128 k=128) "),
+    (8, 100, 1024, 1024, r"tile=128x(64 k=128|128 k=64) "),
+    (8, 64, 1024, 1024, r"tile=128x64 k=128 "),
+    (4, 3000, 1024, 1024, r"tile=128x256 k=64 "),
 ])
-def test_plan_and_split_paths(M, K, N, want, monkeypatch, capfd):
+def test_plan_and_split_paths(bits, M, K, N, want, monkeypatch, capfd):
     """The planner picks what the comment says, and each such plan is correct (split-K through the reduce)."""
     monkeypatch.setenv("SWORDFISH_DEBUG", "1")
-    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
+    w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.bfloat16, seed=M + K + N)
     x, bias = _x(M, K, w.dtype, 7 * M), _bias(N, w.dtype, 8 * N)
     y = _gemm(w, x, bias)

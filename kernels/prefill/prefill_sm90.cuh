@@ -68,14 +68,14 @@ struct Params {
   int M, K, N, group;
   int channelwise;         // 1: every k reads scale row 0 (the replicas are not read)
   int m_tiles, n_tiles;
-  int k_stages;            // K / 64
+  int k_stages;            // K / (64 KS): pipeline stages per tile
   // Work items: tiles [0, dp_tiles) whole (data parallel), then every tile
   // of [dp_tiles, m_tiles * n_tiles) split into `splits` k ranges. dp_tiles
   // is a multiple of the grid, so the split items form the last wave.
   int dp_tiles, splits;
   int items;               // dp_tiles + (m_tiles * n_tiles - dp_tiles) * splits
   int group_m;             // raster: tiles are walked in bands of group_m m tiles (L2 reuse)
-  int scale_rows;          // scale (zero-point) rows a stage stages: 2 for group 32, else 1
+  int scale_rows;          // scale (zero-point) rows a stage stages: 64 KS / group, at least 1 (1: channelwise)
   int x_rows;              // rows of x one stage loads: BT, or M rounded up to 8 when one m tile
                            // covers M (the tile's other rows only feed outputs that are never
                            // stored, and a box past the tensor's end would be zero-filled by TMA,
@@ -87,12 +87,14 @@ inline constexpr int kTileN = 128;         // output columns per CTA
 inline constexpr int kSmemLimit = 232448;  // sm90 opt-in shared memory per block
 inline constexpr int kMaxStages = 8;
 
-template <int BITS, int BT>
+template <int BITS, int BT, int KS>
 struct Layout {
   static_assert(BT == 64 || BT == 128 || BT == 256, "token tile");
-  static constexpr int kXBytes = BT * 128;                 // (BT, 64) 16-bit, 128 B per row
-  static constexpr int kWBytes = 2 * kSliceBytes<BITS>;    // (2 n64 blocks, k64)
-  static constexpr int kSBytes = 2 * kTileN * 2;           // (2 rows, 128 columns) 16-bit
+  static_assert(KS == 1 || KS == 2, "k64 slices per stage");
+  static constexpr int kXTile = BT * 128;                  // one (BT, 64) 16-bit tile, 128 B per row
+  static constexpr int kXBytes = KS * kXTile;              // (KS, BT, 64)
+  static constexpr int kWBytes = 2 * KS * kSliceBytes<BITS>;  // (2 n64 blocks, KS k64 slices)
+  static constexpr int kSBytes = 2 * KS * kTileN * 2;      // (2 KS rows: group 32, 128 columns) 16-bit
   static constexpr int kStageBytes = kXBytes + kWBytes + 2 * kSBytes;
   static constexpr int kEpiBytes = 2 * BT * 128;           // (2 warpgroups, BT, 64) 16-bit
   static constexpr int kReserve = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
@@ -111,6 +113,21 @@ struct Layout {
   static_assert(kOffEpi % 1024 == 0 && kXBytes % 1024 == 0, "swizzle-128B tiles are 1024-byte aligned");
   static_assert(kOffW % 16 == 0 && kWBytes % 16 == 0 && kOffS % 16 == 0 && kOffBar % 8 == 0, "bulk copy alignment");
 };
+
+// k64 slices per pipeline stage (KS) of a token tile: two (k128 stages) for
+// the small tiles, whose stage carries a fixed cost that a longer stage
+// halves, where at least four k128 stages fit (int8 at BT = 128 fits three,
+// and measured 5-8% slower than its seven k64 stages at M = 128,
+// benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
+// registers have no room for a second slice's A.
+template <int BITS, int BT>
+constexpr int slices_for() {
+  if constexpr (BT > 128) {
+    return 1;
+  } else {
+    return Layout<BITS, BT, 2>::kStages >= 4 ? 2 : 1;
+  }
+}
 
 // Work item -> tile coordinates and k-stage range.
 struct Item {
@@ -152,12 +169,13 @@ SF_DEVICE Item item_of(const Params& p, int item) {
   return it;
 }
 
-// First scale row a k64 stage needs (scale_rows consecutive rows are
-// staged). Channelwise weights read row 0 only, like decode (the replicas
-// need not be valid).
+// First scale row a stage needs (scale_rows consecutive rows are staged).
+// Channelwise weights read row 0 only, like decode (the replicas need not be
+// valid).
+template <int KS>
 SF_DEVICE int scale_row(const Params& p, int kb) {
   if (p.channelwise) return 0;
-  return (kb * kSliceK) / p.group;
+  return (kb * KS * kSliceK) / p.group;
 }
 
 // wgmma shared-memory descriptor of a K-major, 128-byte-swizzled operand tile
@@ -246,13 +264,13 @@ SF_DEVICE void warpgroup_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int BITS, bool BF16, int BT>
+template <int BITS, bool BF16, int BT, int KS>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_kernel(const __grid_constant__ Params p, const __grid_constant__ CUtensorMap tmap_x,
                 const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_s,
                 const __grid_constant__ CUtensorMap tmap_z, const __grid_constant__ CUtensorMap tmap_y) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout<BITS, BT>;
+  using L = Layout<BITS, BT, KS>;
   constexpr int kStages = L::kStages;
   constexpr int kAcc = BT / 2;  // fp32 accumulators per thread: (64 x BT) / 128
   using MmaAtom = typename Atom<BF16, BT>::type;
@@ -303,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int role_warp = threadIdx.x / 32;
     if (threadIdx.x % 32 != 0 || role_warp > 2) return;
     constexpr int kSlice = kSliceBytes<BITS>;
-    const uint32_t tx = p.x_rows * 128 + 2 * kSlice + rows * 256 * (has_zeros ? 2 : 1);
+    const uint32_t tx = KS * p.x_rows * 128 + 2 * KS * kSlice + rows * 256 * (has_zeros ? 2 : 1);
     const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
     constexpr int kBlocksPerStage = kSliceK / format::block_k(BITS);
     int stage = 0;
@@ -316,14 +334,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         ClusterBarrier::wait(&empty[stage], phase ^ 1);
         if (role_warp == 0) {
           ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
-          cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint, smem + L::kOffX + stage * L::kXBytes,
-                                       kb * kSliceK, m0);
+#pragma unroll
+          for (int j = 0; j < KS; ++j)
+            cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint,
+                                         smem + L::kOffX + stage * L::kXBytes + j * L::kXTile, (kb * KS + j) * kSliceK, m0);
         } else if (role_warp == 1) {
-          // (256 u64 per block, k block, n block): both n64 blocks of the tile at this k slice.
+          // (256 u64 per block, k block, n block): both n64 blocks of the tile at this stage's
+          // KS k64 slices (the host's box spans KS * kBlocksPerStage k blocks).
           cute::SM90_TMA_LOAD_3D::copy(&tmap_w, &full[stage], hint, smem + L::kOffW + stage * L::kWBytes, 0,
-                                       kb * kBlocksPerStage, nb);
+                                       kb * KS * kBlocksPerStage, nb);
         } else {
-          const int row = scale_row(p, kb);
+          const int row = scale_row<KS>(p, kb);
           cute::SM90_TMA_LOAD_2D::copy(&tmap_s, &full[stage], hint, smem + L::kOffS + stage * L::kSBytes, it.n0, row);
           if (has_zeros)
             cute::SM90_TMA_LOAD_2D::copy(&tmap_z, &full[stage], hint, smem + L::kOffZ + stage * L::kSBytes, it.n0,
@@ -344,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warp = tid / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   const Role role = make_role<BITS>(warp, lane);
-  const uint32_t w_off = c * kSliceBytes<BITS>;
+  const uint32_t w_off = c * KS * kSliceBytes<BITS>;  // this warpgroup's n64 block: KS slices back to back
   const uint32_t col = 2u * (64 * c + role.n_lo);  // byte offset of column n_lo in a staged scale row
   const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * BT * 128;
 
@@ -355,32 +376,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Transform of the next writes the other buffer. (A third buffer and two
   // stages in flight made ptxas serialize the BT = 256 wgmmas for lack of
   // registers, and did not help the small tiles: measured 2026-12-02.)
-  uint32_t a_even[4][4], a_odd[4][4];
+  uint32_t a_even[4 * KS][4], a_odd[4 * KS][4];
+  // Staged scale row of slice i (group 32 stages two rows per slice; group >= 128 one row for both).
+  uint32_t slice_row[KS];
+#pragma unroll
+  for (int i = 0; i < KS; ++i) slice_row[i] = p.channelwise ? 0u : static_cast<uint32_t>((i * kSliceK) / p.group) * 256u;
 
   int stage = 0;
   uint32_t phase = 0;
 
   // One k64 stage: Transform into `a`, issue its four MMAs, then retire the
   // previous stage's MMAs and hand that stage back to the producer.
-  auto step = [&](uint32_t(&a)[4][4], bool accumulate, int& prev) {
+  auto step = [&](uint32_t(&a)[4 * KS][4], bool accumulate, int& prev) {
     ClusterBarrier::wait(&full[stage], phase);
-    SliceAddr at;
-    at.words = s_w + stage * L::kWBytes + w_off;
-    at.scales = s_s + stage * L::kSBytes + col;
-    at.zeros = s_z + stage * L::kSBytes + col;
-    at.row1 = rows == 2 ? 256u : 0u;
-    if (has_zeros) {
-      transform_slice<BITS, BF16, true>(at, role, a);
-    } else {
-      transform_slice<BITS, BF16, false>(at, role, a);
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+      SliceAddr at;
+      at.words = s_w + stage * L::kWBytes + w_off + i * kSliceBytes<BITS>;
+      at.scales = s_s + stage * L::kSBytes + slice_row[i] + col;
+      at.zeros = s_z + stage * L::kSBytes + slice_row[i] + col;
+      at.row1 = (p.group == 32 && !p.channelwise) ? 256u : 0u;
+      uint32_t(&ai)[4][4] = *reinterpret_cast<uint32_t(*)[4][4]>(&a[4 * i]);
+      if (has_zeros) {
+        transform_slice<BITS, BF16, true>(at, role, ai);
+      } else {
+        transform_slice<BITS, BF16, false>(at, role, ai);
+      }
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
     cute::warpgroup_arrive();
     const uint32_t xs = s_x + stage * L::kXBytes;
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      gmma<MmaAtom>(a[kk], smem_desc_sw128(xs + 32 * kk), acc, accumulate || kk > 0,
+    for (int kk = 0; kk < 4 * KS; ++kk)
+      gmma<MmaAtom>(a[kk], smem_desc_sw128(xs + (kk / 4) * L::kXTile + 32 * (kk % 4)), acc, accumulate || kk > 0,
                     std::make_index_sequence<kAcc>{});
     cute::warpgroup_commit_batch();
 #pragma unroll
@@ -510,11 +539,13 @@ __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Par
 // prefill_sm90_int4.cu / _int8.cu instantiates one bit width through this.
 template <int BITS, bool BF16, int BT>
 KernelSet make_kernel_set() {
+  constexpr int KS = slices_for<BITS, BT>();
   KernelSet k;
-  k.gemm = reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, BT>);
+  k.gemm = reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, BT, KS>);
   k.reduce = reinterpret_cast<const void*>(&reduce_kernel<BITS, BF16, BT>);
-  k.smem_bytes = Layout<BITS, BT>::kSmemBytes;
-  k.stages = Layout<BITS, BT>::kStages;
+  k.smem_bytes = Layout<BITS, BT, KS>::kSmemBytes;
+  k.stages = Layout<BITS, BT, KS>::kStages;
+  k.slices = KS;
   return k;
 }
 

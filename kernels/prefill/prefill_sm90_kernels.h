@@ -12,6 +12,7 @@ struct KernelSet {
   const void* reduce = nullptr;  // reduce_kernel<BITS, BF16, BT>
   int smem_bytes = 0;            // dynamic shared memory of gemm
   int stages = 0;
+  int slices = 1;                // k64 slices per pipeline stage (KS): 2 = k128 stages
 };
 
 // bt: 64, 128 or 256. Returns an empty set for anything else.

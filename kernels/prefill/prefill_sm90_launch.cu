@@ -3,21 +3,30 @@
 //
 // Plan (a pure function of the problem and the device's SM count G):
 //   For each token tile BT in {256, 128, 64}: T = n_tiles * m_tiles tiles of
-//   k_stages k64 stages each.
-//     whole tiles only:  time = ceil(T / G) * k_stages * stage(BT)
+//   k_stages stages each; a stage is KS = sm90::slices_for<BITS, BT>() k64
+//   slices (k128 for BT <= 128 where four such stages fit) and costs
+//   stage(BT) = KS * slice_ns(BT).
+//     whole tiles only:  time = ceil(T / G) * (k_stages * stage(BT) + item)
 //     split tail:        the floor(T / G) full waves run whole tiles; the
 //                        r = T mod G tiles left (all T when T < G) are split
 //                        into s in 2..8 k ranges (>= 4 stages each), fp32
 //                        partials reduced in split order by a second kernel:
 //                        time = (floor(T / G) * k_stages + ceil(r s / G) *
-//                        ceil(k_stages / s)) * stage(BT) + reduce(r, s, BT)
-//   and the cheapest wins (ties: larger BT, then no split).
-//   stage(BT) = kStageFixedNs + kStageNsPerToken * BT: a k64 stage's time on
-//   one SM, fitted to the first H200 runs (~460 ns at BT 64, ~770 ns at
-//   BT 256; later kernels measure ~370 / 480 / 690 ns at BT 64 / 128 / 256,
-//   benchmarks/results/h200/2026-12-02-e: not refitted, the split and tile
-//   choices were timed with these constants); reduce = launch gap + partial
-//   bytes written and read at L2 rate.
+//                        ceil(k_stages / s)) * stage(BT) + (floor(T / G) +
+//                        ceil(r s / G)) * item + reduce(r, s, BT)
+//   and the cheapest wins (ties: larger BT, then no split). item is a work
+//   item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
+//   partial bytes written and read at L2 rate.
+//   The constants are a least-squares fit (relative error) to 123 H200
+//   timings (shape, M, plan; best of 2-3 rounds) of the k128-stage kernels
+//   under two earlier plan models, on the eight Llama-3 shapes at
+//   M = 1 ... 1024, int4 g128 bf16 (benchmarks/experiments/
+//   fit_prefill_plan.py): rms error 5%.
+//   Then checked in a separate 3-round A/B against the previous constants:
+//   each of the 25 plans the fit changed (M = 96 ... 2048) ran 0.81-1.01x the
+//   time, geometric mean 0.989 over all 96 points
+//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 is not fitted;
+//   it uses the same constants.
 //   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -39,10 +48,11 @@ namespace swordfish {
 namespace prefill {
 namespace {
 
-constexpr double kStageFixedNs = 380.0;     // per k64 stage, any token tile
-constexpr double kStageNsPerToken = 1.5;    // per token of the tile, per k64 stage
-constexpr double kReduceLaunchNs = 3000.0;  // the extra kernel and its dependency
-constexpr double kReduceBytesPerNs = 2000.0;  // partials through L2, written + read
+// The plan's cost model (fitted, see above).
+constexpr double slice_ns(int bt) { return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0; }  // per k64 slice
+constexpr double kItemNs = 135.0;             // per work item an SM runs
+constexpr double kReduceLaunchNs = 4900.0;    // the extra kernel and its dependency
+constexpr double kReduceBytesPerNs = 6250.0;  // partials through L2, written + read
 constexpr int kMaxSplits = 8;
 constexpr int kMinStagesPerSplit = 4;
 constexpr int kTokenTiles[] = {256, 128, 64};
@@ -59,23 +69,31 @@ struct Plan {
   size_t ws_x = 0, ws_partials = 0;
 };
 
+sm90::KernelSet kernels_for(const GemmProblem& p, int bt) {
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  return p.bits == 4 ? sm90::kernels_int4(bf16, bt) : sm90::kernels_int8(bf16, bt);
+}
+
 Plan make_plan(const GemmProblem& p) {
   Plan best;
   const int n_tiles = p.N / sm90::kTileN;
-  const int k_stages = p.K / kSliceK;
   const long long sms = p.sm_count > 0 ? p.sm_count : 1;
   bool have = false;
   for (int bt : kTokenTiles) {
     const long long m_tiles = ceil_div(p.M, bt);
     const long long tiles = m_tiles * n_tiles;
-    const double stage_ns = kStageFixedNs + kStageNsPerToken * bt;
+    // A stage is KS k64 slices (the kernel's choice: sm90::slices_for).
+    const int ks = kernels_for(p, bt).slices;
+    const int k_stages = p.K / (kSliceK * ks);
+    const double stage_ns = ks * slice_ns(bt);
     // Whole tiles only.
     Plan cand;
     cand.bt = bt;
+    cand.k_stages = k_stages;
     cand.m_tiles = static_cast<int>(m_tiles);
     cand.dp_tiles = static_cast<int>(tiles);
     cand.splits = 1;
-    cand.est_ns = static_cast<double>(ceil_div(tiles, sms)) * k_stages * stage_ns;
+    cand.est_ns = static_cast<double>(ceil_div(tiles, sms)) * (k_stages * stage_ns + kItemNs);
     Plan options[2] = {cand, cand};
     int n_options = 1;
     // Split tail: the r tiles left after the full waves, each split into s k ranges; r * s items
@@ -90,10 +108,11 @@ Plan make_plan(const GemmProblem& p) {
         split.dp_tiles = static_cast<int>(full * sms);
         split.splits = s;
         const double partial_bytes = static_cast<double>(r) * s * bt * sm90::kTileN * sizeof(float);
-        split.est_ns = (static_cast<double>(full) * k_stages +
-                        static_cast<double>(ceil_div(r * s, sms)) * static_cast<double>(ceil_div(k_stages, s))) *
+        const double rounds = static_cast<double>(ceil_div(r * s, sms));
+        split.est_ns = (static_cast<double>(full) * k_stages + rounds * static_cast<double>(ceil_div(k_stages, s))) *
                            stage_ns +
-                       kReduceLaunchNs + 2.0 * partial_bytes / kReduceBytesPerNs;
+                       (static_cast<double>(full) + rounds) * kItemNs + kReduceLaunchNs +
+                       2.0 * partial_bytes / kReduceBytesPerNs;
         if (!have_split || split.est_ns < split_best.est_ns) {
           split_best = split;
           have_split = true;
@@ -109,7 +128,6 @@ Plan make_plan(const GemmProblem& p) {
     }
   }
   best.n_tiles = n_tiles;
-  best.k_stages = k_stages;
   // Raster band: the resident tiles (about G of them) span a m tiles x G / a
   // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
   // of 128 * K * bits / 8 bytes; the sum is smallest at
@@ -130,11 +148,6 @@ Plan make_plan(const GemmProblem& p) {
   if (best.splits > 1)
     best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * sm90::kTileN * sizeof(float);
   return best;
-}
-
-sm90::KernelSet kernels_for(const GemmProblem& p, int bt) {
-  const bool bf16 = p.dtype == DType::kBFloat16;
-  return p.bits == 4 ? sm90::kernels_int4(bf16, bt) : sm90::kernels_int8(bf16, bt);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -186,12 +199,13 @@ std::string tile_map_16(CUtensorMap* map, const void* base, long long rows, long
 
 // The packed tensor as plain bytes: (256 u64 per block, K / block_k blocks,
 // N / 64 blocks); one box is the k64 slice of two adjacent n64 blocks.
-std::string packed_map(CUtensorMap* map, const GemmProblem& p) {
+std::string packed_map(CUtensorMap* map, const GemmProblem& p, int slices) {
   const long long kblocks = p.K / format::block_k(p.bits);
   const cuuint64_t dims[3] = {format::kBlockBytes / 8, static_cast<cuuint64_t>(kblocks),
                               static_cast<cuuint64_t>(p.N / format::kBlockN)};
   const cuuint64_t strides[2] = {format::kBlockBytes, static_cast<cuuint64_t>(kblocks) * format::kBlockBytes};
-  const cuuint32_t box[3] = {format::kBlockBytes / 8, static_cast<cuuint32_t>(kSliceK / format::block_k(p.bits)), 2};
+  const cuuint32_t box[3] = {format::kBlockBytes / 8, static_cast<cuuint32_t>(slices * kSliceK / format::block_k(p.bits)),
+                              2};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, p.packed, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
                 "packed");
 }
@@ -250,7 +264,7 @@ std::string describe(const GemmProblem& p) {
   const Plan plan = make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan.bt);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
-         str(plan.bt) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
+         str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
          " items=" + str(plan.items) +
          " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
 }
@@ -292,12 +306,12 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.k_stages = plan.k_stages;
   params.items = plan.items;
   params.group_m = plan.group_m;
-  params.scale_rows = (p.group == 32 && !p.channelwise) ? 2 : 1;
+  params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
 
   CUtensorMap tmap_x, tmap_w, tmap_s, tmap_z, tmap_y;
   params.x_rows = plan.m_tiles == 1 ? static_cast<int>(std::min<long long>(plan.bt, (p.M + 7) / 8 * 8)) : plan.bt;
   why = tile_map_16(&tmap_x, x, p.M, p.K, params.x_rows, "x");
-  if (why.empty()) why = packed_map(&tmap_w, p);
+  if (why.empty()) why = packed_map(&tmap_w, p, k.slices);
   if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, "scales");
   if (why.empty()) why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, "zeros");
   if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");

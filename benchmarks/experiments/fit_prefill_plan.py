@@ -1,0 +1,96 @@
+"""Refit the sm90 prefill planner's cost constants (kernels/prefill/prefill_sm90_launch.cu) from
+`swordfish bench --paths prefill` JSON files timed on the H200.
+
+Each file names the constants its extension planned with (--model old|table|fit, see MODELS); the
+script replays the planner's choice (BT, splits) for every timed point with those constants, builds
+the cost model's terms for that plan (k64 slices per BT on the critical SM, work items on it, the
+reduce launch, the partial bytes) and solves a least-squares fit in relative error. It then reports
+the fit's rms error and, for points timed under two different plans, whether the fit names the
+faster one. The replay mirrors make_plan (an experiment, not a tool: keep it in step by hand).
+
+    python benchmarks/experiments/fit_prefill_plan.py old:DIR/main_*.json fit:DIR/fit_*.json
+
+Used for the constants of 2026-12-02-f (results/h200/2026-12-02-f/experiments/).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import sys
+
+import numpy as np
+
+G = 132  # the H200's SMs
+SHAPES = {("llama-3-8b", "qkv"): (4096, 6144), ("llama-3-8b", "o"): (4096, 4096),
+          ("llama-3-8b", "gate_up"): (4096, 28672), ("llama-3-8b", "down"): (14336, 4096),
+          ("llama-3-70b", "qkv"): (8192, 10240), ("llama-3-70b", "o"): (8192, 8192),
+          ("llama-3-70b", "gate_up"): (8192, 57344), ("llama-3-70b", "down"): (28672, 8192)}
+# Constants: per-k64-slice ns for BT 64 / 128 / 256, per item, reduce launch, reduce ns per KB of
+# partials written + read. "old" is the planner before 2026-12-02-f, "fit" the one after.
+MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5), "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5),
+          "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16)}
+SLICES = {64: 2, 128: 2, 256: 1}  # k64 slices per stage (int4, k128 stages for BT <= 128)
+BT_COL = {64: 0, 128: 1, 256: 2}
+
+
+def terms(K, N, M, bt, s):
+    """The cost model's terms of one plan: slices per BT (3), items, reduce launches, partial KB."""
+    ks = SLICES[bt]
+    kst = K // (64 * ks)
+    T = -(-M // bt) * (N // 128)
+    full, r = divmod(T, G)
+    f = np.zeros(6)
+    if s == 1:
+        waves = math.ceil(T / G)
+        f[BT_COL[bt]], f[3] = waves * kst * ks, waves
+    else:
+        rounds = math.ceil(r * s / G)
+        f[BT_COL[bt]] = (full * kst + rounds * math.ceil(kst / s)) * ks
+        f[3], f[4], f[5] = full + rounds, 1, r * s * bt * 128 * 4 * 2 / 1e3
+    return f
+
+
+def plan(K, N, M, c):
+    """make_plan's choice (bt, splits) under constants c."""
+    best = None
+    T_n = N // 128
+    for bt in (256, 128, 64):
+        T = -(-M // bt) * T_n
+        kst = K // (64 * SLICES[bt])
+        opts = [(1,)] + [(s,) for s in range(2, 9) if kst // s >= 4] if T % G else [(1,)]
+        for (s,) in opts:
+            est = float(terms(K, N, M, bt, s) @ np.array(c))
+            if best is None or est < best[0]:
+                best = (est, bt, s)
+    return best[1], best[2]
+
+
+def main(argv):
+    times: dict[tuple, list[float]] = {}
+    for arg in argv:
+        model, pattern = arg.split(":", 1)
+        for path in glob.glob(pattern):
+            for row in json.load(open(path))["rows"]:
+                K, N = SHAPES[(row["model"], row["layer"])]
+                bt, s = plan(K, N, row["M"], MODELS[model])
+                times.setdefault((row["model"], row["layer"], row["M"], bt, s), []).append(row["us"] * 1e3)
+    keys = sorted(times)
+    A = np.array([terms(*SHAPES[k[:2]], *k[2:]) for k in keys])
+    y = np.array([min(times[k]) for k in keys])
+    c = np.linalg.lstsq(A / y[:, None], np.ones_like(y), rcond=None)[0]
+    err = A @ c / y - 1
+    print("slice ns BT64 %.0f BT128 %.0f BT256 %.0f, item %.0f ns, reduce %.0f ns + %.2f ns/KB" % tuple(c))
+    print(f"{len(y)} points, rms relative error {np.sqrt((err ** 2).mean()):.3f}, max {abs(err).max():.3f}")
+    pairs: dict[tuple, list] = {}
+    for k, p, m in zip(keys, A @ c, y):
+        pairs.setdefault(k[:3], []).append((k[3:], p, m))
+    named = [(k, v) for k, v in pairs.items() if len(v) == 2]
+    right = sum((v[0][1] < v[1][1]) == (v[0][2] < v[1][2]) for _, v in named)
+    print(f"points timed under two plans: {len(named)}, fit names the faster at {right}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
