@@ -57,7 +57,7 @@ class Tables:
         keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order")
         return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
                 "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:9])), "decode": dict(zip(keys, v[9:14])),
-                "decode_max_m_int8": v[14], "narrow_n": v[15], "narrow_max_m": v[16], "narrow_max_m_int8": v[17]}
+                "decode_max_m_int8": v[14], "small_kn": v[15], "small_max_m": v[16], "small_max_m_int8": v[17]}
 
 
 @pytest.fixture(scope="module")
@@ -162,21 +162,21 @@ def test_no_prefill_boundaries(tables, cc, sms, bits, shape, act):
     assert got == want, f"{t['name']}: threshold {m0}"
 
 
-def decode_limit(t: dict, bits: int, N: int) -> int:
+def decode_limit(t: dict, bits: int, K: int, N: int) -> int:
     """The largest M decode keeps against prefill (heuristics::decode_max_m)."""
-    if N <= t["narrow_n"]:
-        return t["narrow_max_m_int8"] if bits == 8 and t["narrow_max_m_int8"] != -1 else t["narrow_max_m"]
+    if K * N <= t["small_kn"]:
+        return t["small_max_m_int8"] if bits == 8 and t["small_max_m_int8"] != -1 else t["small_max_m"]
     return t["decode_max_m_int8"] if bits == 8 and t["decode_max_m_int8"] != -1 else t["decode_max_m"]
 
 
 @pytest.mark.parametrize("bits, shape, act", CASES + [(4, QKV_8B, False), (8, QKV_8B, False)])
 def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
-    """H200 with prefill: decode through its limit (by bits, lower on narrow layers), prefill up to the
+    """H200 with prefill: decode through its limit (by bits, lower on small layers), prefill up to the
     fused dense threshold, dense from it; the underfill and K-heavy rules are measured away (0)."""
     K, N = shape
     t = tables.table(SM90)
     assert t["decode_underfill_max_m"] == 0 and t["decode_k_heavy_max_m"] == 0
-    d = decode_limit(t, bits, N)
+    d = decode_limit(t, bits, K, N)
     m0 = threshold(t, bits, K, N, act, which="fused")
     axis = sorted(set(M_AXIS) | {d - 1, d, d + 1, m0 - 1, m0, m0 + 1})
     axis = [m for m in axis if m >= 1]
@@ -185,21 +185,25 @@ def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
     assert got == want, f"{t['name']}: decode <= {d}, dense from {m0}"
 
 
-def test_sm90_refinements_order(tables):
+def test_sm90_small_layer_rule(tables):
+    """Layers of at most 8192 x 8192 weights hand over to prefill earlier (decode's fixed costs weigh
+    more there); the bound is on K * N, so 70B o (exactly 8192 x 8192) is small and 70B qkv is not."""
     t = tables.table(SM90)
-    assert t["narrow_n"] == 4096
-    assert t["narrow_max_m"] < t["decode_max_m"] and t["narrow_max_m_int8"] < t["decode_max_m_int8"]
-    assert t["decode_max_m_int8"] < t["decode_max_m"]
-    # one N either side of the narrow bound
-    for N, want in ((4096, t["narrow_max_m"]), (4096 + 64, t["decode_max_m"])):
-        assert tables.choose(SM90, H200_SMS, want, 4096, N, 4, prefill=True) == DECODE
-        assert tables.choose(SM90, H200_SMS, want + 1, 4096, N, 4, prefill=True) == PREFILL
+    assert t["small_kn"] == 8192 * 8192
+    assert t["small_max_m"] < t["decode_max_m"]
+    # one weight row either side of the bound, both bit widths, at the limit and one past it
+    for K, N, small in ((8192, 8192, True), (8192, 8192 + 128, False), (4096, 16384, True), (4096, 16384 + 128, False)):
+        assert decode_limit(t, 4, K, N) == (t["small_max_m"] if small else t["decode_max_m"])
+        for bits in (4, 8):
+            want = decode_limit(t, bits, K, N)
+            assert tables.choose(SM90, H200_SMS, want, K, N, bits, prefill=True) == DECODE
+            assert tables.choose(SM90, H200_SMS, want + 1, K, N, bits, prefill=True) == PREFILL
 
 
 def test_other_tables_have_no_refinements(tables):
     for cc in (SM100, THOR, ADA):
         t = tables.table(cc)
-        assert t["decode_max_m_int8"] == -1 and t["narrow_n"] == 0
+        assert t["decode_max_m_int8"] == -1 and t["small_kn"] == 0
 
 
 def test_sm90_table_is_marked_provisional_until_measured(tables):
@@ -256,7 +260,7 @@ def test_select_path_op_matches_table(tables, bits, shape, act):
     # The prefill mainloop runs on sm90a builds on a 9.0 device (these shapes are K, N % 128 == 0).
     prefill = cc == (9, 0) and "90a" in (ops.build_info() or {}).get("cuda_archs", [])
     m0 = threshold(t, bits, K, N, act, which="fused" if prefill else "decode")
-    d = decode_limit(t, bits, N)
+    d = decode_limit(t, bits, K, N)
     axis = sorted(set(M_AXIS) | ({m0 - 1, m0, m0 + 1} if m0 != float("inf") else set()) | {d - 1, d, d + 1})
     axis = [m for m in axis if m >= 1]
     want = tables.choose_many([(cc, sms, M, K, N, bits, act, True, True, prefill) for M in axis])

@@ -10,7 +10,7 @@ import pytest
 import repo_scripts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SWEEP = ROOT / "benchmarks" / "results" / "h200" / "2026-12-02-e" / "dispatch" / "dispatch_int4.json"
+SWEEP = ROOT / "benchmarks" / "results" / "h200" / "2026-12-02-f" / "dispatch" / "dispatch_int4.json"
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")) or not SWEEP.exists(),
@@ -28,7 +28,7 @@ def test_verdict_of_the_committed_table(capsys):
     assert total == 8 * 19  # eight Llama-3 shapes x the 19 M of the sweep
     # The table was read from this sweep: most points must agree with the fastest path. A table
     # edit that drops below this is a regression to explain (or a reason for a new sweep).
-    assert within >= 148, out
+    assert within >= 150, out
     # M = 1 is decode on every shape, M = 1024 and M = 8192 prefill (int4 dense starts at 16384).
     rows = [l for l in out.splitlines() if l.startswith("llama-3-")]
     assert len(rows) == 8

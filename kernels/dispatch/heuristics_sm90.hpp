@@ -20,35 +20,36 @@ namespace heuristics {
 
 inline constexpr Table kSm90 = {
     "sm90 (H200-measured, 2026-12-02)",
-    // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps
-    //   int4 M <= 48, int8 M <= 32, and on narrow layers (N <= 4096) int4 M <= 24, int8 M <= 16
-    //   (the refinements at the end of this table).
-    // measured: benchmarks/results/h200/2026-12-02-e/ (kernels at 97d7f79, scripts/h200_results.sh;
-    //   the prefill planner with uneven tail splits): decode / prefill time per shape at
-    //   M = 16, 24, 32, 40, 48, 56, 64
-    //   int4: 8B qkv 0.69 0.94 1.01 0.93 1.01 1.15 1.20   8B o 0.93 1.04 1.21 1.29 1.38 1.64 1.83
-    //         8B gate_up 0.54 0.72 0.75 0.86 0.88 1.08 1.10   8B down 0.73 0.92 1.06 1.00 1.09 1.27 1.30
-    //         70B qkv 0.57 0.72 0.79 0.82 0.85 1.02 1.05   70B o 0.66 0.84 0.96 0.96 1.03 1.21 1.26
-    //         70B gate_up 0.50 0.69 0.70 0.85 0.86 1.06 1.07   70B down 0.53 0.71 0.73 0.87 0.89 1.09 1.11
-    //   int8: 8B qkv 0.89 1.02 1.13 1.09 1.14 1.27 1.33   8B o 1.10 1.25 1.52 1.35 1.50 1.69 1.77
-    //         8B gate_up 0.79 0.86 0.89 1.03 1.06 1.18 1.19   8B down 0.86 1.00 1.08 1.20 1.25 1.38 1.43
-    //         70B qkv 0.74 0.82 0.87 1.01 1.03 1.14 1.19   70B o 0.86 0.97 1.03 1.16 1.21 1.33 1.39
-    //         70B gate_up 0.75 0.87 0.86 1.06 1.06 1.23 1.27   70B down 0.75 0.86 0.88 1.10 1.08 1.20 1.25
-    //   int8 crosses earlier (its decode moves twice the bytes per weight); the N = 4096 layers
-    //   (8B o, 8B down: 64 n64 columns for decode to spread) earliest. The values were read from
-    //   the 2026-12-02-c sweep and hold on this one: benchmarks/table_verdict.py puts int4 151/152
-    //   and int8 150/152 points within 3% of the fastest path (misses: 8B o int4 M = 24 1.04x,
-    //   8B qkv int8 M = 32 1.13x, 8B o int8 M = 16 1.10x; int8 24 instead of 32 would cost
-    //   the four 70B shapes 14-17% at M = 32). 70B qkv, whose 80 prefill tiles used to fill 80 of
-    //   132 SMs (crossover ~96), now crosses at ~56 like the rest.
-    /*decode_max_m=*/48,
+    // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps M <= 32,
+    //   and on small layers (K * N <= 8192 * 8192) M <= 16, for int4 and int8 alike (the
+    //   refinements at the end of this table).
+    // measured: benchmarks/results/h200/2026-12-02-f/ (kernels at 3c666bc, scripts/h200_results.sh;
+    //   prefill with k128 stages for the small token tiles and the refitted plan): decode / prefill
+    //   time per shape at M = 16, 24, 32, 40, 48, 56, 64
+    //   int4: 8B qkv 0.82 1.05 1.19 1.10 1.18 1.33 1.44   8B o 1.02 1.09 1.22 1.39 1.56 1.78 1.97
+    //         8B gate_up 0.72 0.94 0.99 1.13 1.17 1.42 1.45   8B down 0.90 1.14 1.29 1.24 1.36 1.58 1.61
+    //         70B qkv 0.70 0.89 0.96 1.02 1.05 1.27 1.29   70B o 0.82 1.07 1.16 1.19 1.26 1.49 1.56
+    //         70B gate_up 0.67 0.92 0.94 1.13 1.14 1.42 1.44   70B down 0.71 0.95 0.97 1.15 1.18 1.44 1.47
+    //   int8: 8B qkv 0.92 1.00 1.15 1.10 1.17 1.29 1.36   8B o 1.04 1.18 1.38 1.31 1.39 1.55 1.71
+    //         8B gate_up 0.84 0.94 0.95 1.12 1.17 1.27 1.31   8B down 0.92 1.04 1.17 1.23 1.31 1.43 1.48
+    //         70B qkv 0.80 0.87 0.92 1.06 1.09 1.21 1.25   70B o 0.90 1.02 1.08 1.21 1.25 1.40 1.46
+    //         70B gate_up 0.82 0.95 1.00 1.20 1.19 1.34 1.38   70B down 0.84 0.98 0.98 1.22 1.21 1.38 1.36
+    //   The k128 prefill stages moved every crossover down from 48-56 (2026-12-02-e). The four
+    //   layers above 8192 x 8192 weights (8B gate_up, 70B qkv, gate_up, down) cross between 32
+    //   and 40; the four at or below it (8B qkv, o, down, 70B o) between 16 and 24, whatever
+    //   their N: decode's fixed costs (the output-zeroing launch, split-K partial sums) weigh more
+    //   on a small weight stream. An N-only rule (the previous "N <= 4096") misclassifies 8B qkv
+    //   and 70B o. benchmarks/table_verdict.py on this sweep: int4 152/152 points within 3% of
+    //   the fastest path, int8 150/152 (misses: 8B o M = 16, decode 1.04x prefill; 8B o
+    //   M = 4096, dense 1.04x prefill).
+    /*decode_max_m=*/32,
     // measured: no underfill rule on the H200 (0 = off). The prefill plan splits the last wave
     // along K, so a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster
     // on prefill at M = 64 and 8B qkv (48 tiles) 1.26x.
     /*decode_underfill_max_m=*/0,
     /*prefill_tile_n=*/128,
-    // measured: no K-heavy rule either (0 = off): 8B down and 70B down cross at ~31 and ~52, with
-    // the narrow and the wide layers respectively.
+    // measured: no K-heavy rule either (0 = off): 8B down and 70B down cross with the small and
+    // the large layers respectively (2026-12-02-f: 16-24 and 32-40).
     /*decode_k_heavy_max_m=*/0,
     // Dense against decode + prefill, dense / prefill time at M = 2048, 4096, 8192:
     // measured: int4 16384 (prefill through M = 16383; nothing above M = 8192 was timed):
@@ -75,12 +76,12 @@ inline constexpr Table kSm90 = {
     // that the dense tier folds into its writes, so it cannot cross later than plain int4/int8: 96.
     /*dense_vs_decode=*/DenseFrom{/*int4=*/96, /*int4_k_heavy=*/128, /*int8=*/96, /*int8_k_heavy=*/96,
                                   /*act_order=*/96},
-    // measured (see decode_max_m above): int8 decode keeps M <= 32; narrow layers N <= 4096
-    // keep M <= 24 (int4) and 16 (int8).
-    /*decode_max_m_int8=*/32,
-    /*narrow_n=*/4096,
-    /*narrow_max_m=*/24,
-    /*narrow_max_m_int8=*/16,
+    // measured (see decode_max_m above): int8 crosses where int4 does; small layers
+    // (K * N <= 8192 * 8192) keep M <= 16.
+    /*decode_max_m_int8=*/kSame,
+    /*small_kn=*/8192LL * 8192,
+    /*small_max_m=*/16,
+    /*small_max_m_int8=*/kSame,
 };
 
 }  // namespace heuristics
