@@ -32,6 +32,15 @@ def build(directory: pathlib.Path, source: str | pathlib.Path, what: str, flags:
     return exe
 
 
+def ask(exe: pathlib.Path, lines: list[str]) -> list[str]:
+    """Feed a query driver (kernels/*/tests/*_main.cpp) one query per line; its one answer per line. A
+    driver answers "error: ..." to a query it cannot read."""
+    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert len(out) == len(lines) and not any(o.startswith("error") for o in out), out
+    return out
+
+
 def run(directory: pathlib.Path, program: str, what: str) -> str:
     """Build `program` and return what it prints."""
     exe = build(directory, program, what)

@@ -14,7 +14,6 @@ compute capability and SM count, and last_path must report what gemm ran.
 from __future__ import annotations
 
 import pathlib
-import subprocess
 
 import pytest
 
@@ -36,10 +35,7 @@ class Tables:
         self.exe = exe
 
     def ask(self, lines: list[str]) -> list[str]:
-        out = subprocess.run([str(self.exe)], input="\n".join(lines) + "\n", capture_output=True, text=True,
-                             check=True).stdout.splitlines()
-        assert len(out) == len(lines) and not any(o.startswith("error") for o in out), out
-        return out
+        return host_cxx.ask(self.exe, lines)
 
     def choose_many(self, queries) -> list[int]:
         lines = []

@@ -11,17 +11,21 @@
 // the register A tile (16 registers per k64 stage) is small.
 //
 // CTA: 3 warpgroups (384 threads), one CTA per SM, persistent.
-//   warpgroup 0   producer: per k64 stage, TMA loads of x (BT tokens x 64 k),
-//                 of the two packed k64 slices (n64 blocks n0 / 64 and
-//                 n0 / 64 + 1: 2,048 B each for int4, 4,096 B for int8, read
-//                 as plain bytes: a block is a linear byte range) and of the
-//                 1-2 scale (zero-point) rows, all completing on one mbarrier;
-//                 three threads share the issue.
+//   A pipeline stage is KS k64 slices (prefill_sm90_layout.h: k128 for the
+//   small token tiles where four such stages fit, else k64).
+//   warpgroup 0   producer: per stage, TMA loads of x (BT tokens x 64 k, one
+//                 box per slice), of the packed slices of n64 blocks n0 / 64
+//                 and n0 / 64 + 1 (2,048 B per slice and block for int4,
+//                 4,096 B for int8, read as plain bytes: a block is a linear
+//                 byte range; one 3-D box) and of the scale (zero-point) rows,
+//                 all completing on one mbarrier; three threads share the
+//                 issue.
 //   warpgroups 1,2 consumers: warpgroup c owns output columns n0 + 64 c ..
-//                 + 63. Per stage: Transform 4 k16 steps into A registers,
-//                 four wgmma.m64nBTk16 (A: registers, B: the staged x), keep
-//                 one stage's MMAs in flight (double-buffered A registers),
-//                 then release the previous stage to the producer.
+//                 + 63. Per stage: Transform 4 k16 steps per slice into A
+//                 registers, four wgmma.m64nBTk16 per slice (A: registers, B:
+//                 the staged x), keep one stage's MMAs in flight (double-
+//                 buffered A registers), then release the previous stage to
+//                 the producer.
 // Tile (CTA): 128 output columns x BT tokens. Work items, claimed statically
 //   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
 //   next item while the consumers store: whole tiles for the full waves, and
@@ -33,9 +37,10 @@
 //   fragment order instead (coalesced float4), and reduce_kernel sums them in
 //   split order: bit-identical run to run, like everything else here.
 //
-// Shared memory, per stage: x (BT, 64) 16-bit = 128 BT bytes [1024-aligned],
-//   packed 2 x kSliceBytes, scales 2 x 128 x 2 B and zero points 2 x 128 x 2 B
-//   (room for group 32's two rows). Plus 2 x 128 BT bytes of epilogue staging.
+// Shared memory, per stage: x KS x (BT, 64) 16-bit = 128 BT bytes per slice
+//   [1024-aligned], packed 2 x KS x kSliceBytes, scales and zero points
+//   2 KS x 128 x 2 B each (room for group 32's two rows per slice). Plus
+//   2 x 128 BT bytes of epilogue staging (prefill_sm90_layout.h).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -53,6 +58,7 @@
 #include "kernels/common/format.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/prefill/prefill_sm90_kernels.h"
+#include "kernels/prefill/prefill_sm90_layout.h"
 #include "kernels/prefill/transform.cuh"
 
 namespace swordfish {
@@ -81,53 +87,6 @@ struct Params {
                            // stored, and a box past the tensor's end would be zero-filled by TMA,
                            // which measured slower than not loading them)
 };
-
-inline constexpr int kThreads = 384;
-inline constexpr int kTileN = 128;         // output columns per CTA
-inline constexpr int kSmemLimit = 232448;  // sm90 opt-in shared memory per block
-inline constexpr int kMaxStages = 8;
-
-template <int BITS, int BT, int KS>
-struct Layout {
-  static_assert(BT == 64 || BT == 128 || BT == 256, "token tile");
-  static_assert(KS == 1 || KS == 2, "k64 slices per stage");
-  static constexpr int kXTile = BT * 128;                  // one (BT, 64) 16-bit tile, 128 B per row
-  static constexpr int kXBytes = KS * kXTile;              // (KS, BT, 64)
-  static constexpr int kWBytes = 2 * KS * kSliceBytes<BITS>;  // (2 n64 blocks, KS k64 slices)
-  static constexpr int kSBytes = 2 * KS * kTileN * 2;      // (2 KS rows: group 32, 128 columns) 16-bit
-  static constexpr int kStageBytes = kXBytes + kWBytes + 2 * kSBytes;
-  static constexpr int kEpiBytes = 2 * BT * 128;           // (2 warpgroups, BT, 64) 16-bit
-  static constexpr int kReserve = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
-  static constexpr int kFit = (kSmemLimit - kReserve - kEpiBytes) / kStageBytes;
-  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
-  static_assert(kStages >= 2, "at least a double-buffered pipeline");
-  static constexpr int kSmemBytes = kReserve + kEpiBytes + kStages * kStageBytes;
-  static_assert(kSmemBytes <= kSmemLimit, "shared memory");
-  // Offsets from the 1024-aligned base.
-  static constexpr int kOffX = 0;
-  static constexpr int kOffEpi = kOffX + kStages * kXBytes;
-  static constexpr int kOffW = kOffEpi + kEpiBytes;
-  static constexpr int kOffS = kOffW + kStages * kWBytes;
-  static constexpr int kOffZ = kOffS + kStages * kSBytes;
-  static constexpr int kOffBar = kOffZ + kStages * kSBytes;
-  static_assert(kOffEpi % 1024 == 0 && kXBytes % 1024 == 0, "swizzle-128B tiles are 1024-byte aligned");
-  static_assert(kOffW % 16 == 0 && kWBytes % 16 == 0 && kOffS % 16 == 0 && kOffBar % 8 == 0, "bulk copy alignment");
-};
-
-// k64 slices per pipeline stage (KS) of a token tile: two (k128 stages) for
-// the small tiles, whose stage carries a fixed cost that a longer stage
-// halves, where at least four k128 stages fit (int8 at BT = 128 fits three,
-// and measured 5-8% slower than its seven k64 stages at M = 128,
-// benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
-// registers have no room for a second slice's A.
-template <int BITS, int BT>
-constexpr int slices_for() {
-  if constexpr (BT > 128) {
-    return 1;
-  } else {
-    return Layout<BITS, BT, 2>::kStages >= 4 ? 2 : 1;
-  }
-}
 
 // Work item -> tile coordinates and k-stage range.
 struct Item {

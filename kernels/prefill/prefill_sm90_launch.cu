@@ -1,33 +1,7 @@
 // Host twin of prefill_sm90.cuh: checks a GemmProblem, plans the launch
 // (token tile, split-K, grid), builds the TMA descriptors and enqueues.
 //
-// Plan (a pure function of the problem and the device's SM count G):
-//   For each token tile BT in {256, 128, 64}: T = n_tiles * m_tiles tiles of
-//   k_stages stages each; a stage is KS = sm90::slices_for<BITS, BT>() k64
-//   slices (k128 for BT <= 128 where four such stages fit) and costs
-//   stage(BT) = KS * slice_ns(BT).
-//     whole tiles only:  time = ceil(T / G) * (k_stages * stage(BT) + item)
-//     split tail:        the floor(T / G) full waves run whole tiles; the
-//                        r = T mod G tiles left (all T when T < G) are split
-//                        into s in 2..8 k ranges (>= 4 stages each), fp32
-//                        partials reduced in split order by a second kernel:
-//                        time = (floor(T / G) * k_stages + ceil(r s / G) *
-//                        ceil(k_stages / s)) * stage(BT) + (floor(T / G) +
-//                        ceil(r s / G)) * item + reduce(r, s, BT)
-//   and the cheapest wins (ties: larger BT, then no split). item is a work
-//   item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
-//   partial bytes written and read at L2 rate.
-//   The constants are a least-squares fit (relative error) to 123 H200
-//   timings (shape, M, plan; best of 2-3 rounds) of the k128-stage kernels
-//   under two earlier plan models, on the eight Llama-3 shapes at
-//   M = 1 ... 1024, int4 g128 bf16 (benchmarks/experiments/
-//   fit_prefill_plan.py): rms error 5%.
-//   Then checked in a separate 3-round A/B against the previous constants:
-//   each of the 25 plans the fit changed (M = 96 ... 2048) ran 0.81-1.01x the
-//   time, geometric mean 0.989 over all 96 points
-//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 is not fitted;
-//   it uses the same constants.
-//   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
+// The plan itself (tile, split-K, grid): prefill_sm90_plan.h.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -43,111 +17,17 @@
 #include "kernels/prefill/prefill.h"
 #include "kernels/prefill/prefill_sm90.cuh"
 #include "kernels/prefill/prefill_sm90_kernels.h"
+#include "kernels/prefill/prefill_sm90_plan.h"
 
 namespace swordfish {
 namespace prefill {
 namespace {
 
-// The plan's cost model (fitted, see above).
-constexpr double slice_ns(int bt) { return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0; }  // per k64 slice
-constexpr double kItemNs = 135.0;             // per work item an SM runs
-constexpr double kReduceLaunchNs = 4900.0;    // the extra kernel and its dependency
-constexpr double kReduceBytesPerNs = 6250.0;  // partials through L2, written + read
-constexpr int kMaxSplits = 8;
-constexpr int kMinStagesPerSplit = 4;
-constexpr int kTokenTiles[] = {256, 128, 64};
-
 std::string str(long long v) { return std::to_string(v); }
-long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
-size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-struct Plan {
-  int bt = 0, m_tiles = 0, n_tiles = 0, k_stages = 0;
-  int dp_tiles = 0, splits = 1, split_tiles = 0, items = 0, grid = 0;
-  int group_m = 1;
-  double est_ns = 0;
-  size_t ws_x = 0, ws_partials = 0;
-};
 
 sm90::KernelSet kernels_for(const GemmProblem& p, int bt) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   return p.bits == 4 ? sm90::kernels_int4(bf16, bt) : sm90::kernels_int8(bf16, bt);
-}
-
-Plan make_plan(const GemmProblem& p) {
-  Plan best;
-  const int n_tiles = p.N / sm90::kTileN;
-  const long long sms = p.sm_count > 0 ? p.sm_count : 1;
-  bool have = false;
-  for (int bt : kTokenTiles) {
-    const long long m_tiles = ceil_div(p.M, bt);
-    const long long tiles = m_tiles * n_tiles;
-    // A stage is KS k64 slices (the kernel's choice: sm90::slices_for).
-    const int ks = kernels_for(p, bt).slices;
-    const int k_stages = p.K / (kSliceK * ks);
-    const double stage_ns = ks * slice_ns(bt);
-    // Whole tiles only.
-    Plan cand;
-    cand.bt = bt;
-    cand.k_stages = k_stages;
-    cand.m_tiles = static_cast<int>(m_tiles);
-    cand.dp_tiles = static_cast<int>(tiles);
-    cand.splits = 1;
-    cand.est_ns = static_cast<double>(ceil_div(tiles, sms)) * (k_stages * stage_ns + kItemNs);
-    Plan options[2] = {cand, cand};
-    int n_options = 1;
-    // Split tail: the r tiles left after the full waves, each split into s k ranges; r * s items
-    // run in ceil(r * s / G) rounds of ceil(k_stages / s) stages (s need not divide G: 80 tiles
-    // split 3 ways take 2 rounds of a third of the work, 0.67 of one full wave).
-    const long long full = tiles / sms, r = tiles % sms;
-    if (r > 0) {
-      Plan split_best;
-      bool have_split = false;
-      for (int s = 2; s <= kMaxSplits && k_stages / s >= kMinStagesPerSplit; ++s) {
-        Plan split = cand;
-        split.dp_tiles = static_cast<int>(full * sms);
-        split.splits = s;
-        const double partial_bytes = static_cast<double>(r) * s * bt * sm90::kTileN * sizeof(float);
-        const double rounds = static_cast<double>(ceil_div(r * s, sms));
-        split.est_ns = (static_cast<double>(full) * k_stages + rounds * static_cast<double>(ceil_div(k_stages, s))) *
-                           stage_ns +
-                       (static_cast<double>(full) + rounds) * kItemNs + kReduceLaunchNs +
-                       2.0 * partial_bytes / kReduceBytesPerNs;
-        if (!have_split || split.est_ns < split_best.est_ns) {
-          split_best = split;
-          have_split = true;
-        }
-      }
-      if (have_split) options[n_options++] = split_best;
-    }
-    for (int i = 0; i < n_options; ++i) {
-      if (!have || options[i].est_ns < best.est_ns) {
-        best = options[i];
-        have = true;
-      }
-    }
-  }
-  best.n_tiles = n_tiles;
-  // Raster band: the resident tiles (about G of them) span a m tiles x G / a
-  // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
-  // of 128 * K * bits / 8 bytes; the sum is smallest at
-  // a = sqrt(G * 128 * bits / 8 / (2 * bt)).
-  {
-    const double a = std::sqrt(static_cast<double>(sms) * sm90::kTileN * p.bits / 8.0 / (2.0 * best.bt));
-    int g = static_cast<int>(a + 0.5);
-    if (g < 1) g = 1;
-    if (g > best.m_tiles) g = best.m_tiles;
-    best.group_m = g;
-  }
-  const long long tiles = static_cast<long long>(best.m_tiles) * n_tiles;
-  best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
-  const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
-  best.items = static_cast<int>(items);
-  best.grid = static_cast<int>(items < sms ? items : sms);
-  if (p.perm != nullptr) best.ws_x = align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
-  if (best.splits > 1)
-    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * sm90::kTileN * sizeof(float);
-  return best;
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -256,12 +136,12 @@ std::string can_implement(const GemmProblem& p) {
 
 size_t workspace_bytes(const GemmProblem& p) {
   if (p.M <= 0) return 0;
-  const Plan plan = make_plan(p);
+  const sm90::Plan plan = sm90::make_plan(p);
   return plan.ws_x + plan.ws_partials;
 }
 
 std::string describe(const GemmProblem& p) {
-  const Plan plan = make_plan(p);
+  const sm90::Plan plan = sm90::make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan.bt);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
          str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
@@ -273,7 +153,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   std::string why = can_implement(p);
   if (!why.empty()) return why;
   if (p.M == 0) return "";
-  const Plan plan = make_plan(p);
+  const sm90::Plan plan = sm90::make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan.bt);
   if (k.gemm == nullptr) return "no prefill kernel for token tile " + str(plan.bt);
   if (p.workspace_bytes < plan.ws_x + plan.ws_partials || (plan.ws_x + plan.ws_partials > 0 && p.workspace == nullptr))

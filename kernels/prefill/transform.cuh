@@ -43,15 +43,11 @@
 #include "kernels/common/dequant.cuh"
 #include "kernels/common/format.h"
 #include "kernels/common/ptx.cuh"
+#include "kernels/prefill/slice.h"
 
 namespace swordfish {
 namespace prefill {
 
-// Bytes of packed weight per (n64 block, k64 slice): one int4 block, or two
-// consecutive int8 blocks (k32 each), which format v1 stores back to back.
-template <int BITS>
-inline constexpr int kSliceBytes = BITS == 4 ? format::kBlockBytes : 2 * format::kBlockBytes;
-inline constexpr int kSliceK = 64;  // k rows per pipeline stage
 
 // One thread's place in a warpgroup's 64 x k16 A tile.
 struct Role {

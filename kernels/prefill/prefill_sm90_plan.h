@@ -1,0 +1,151 @@
+// The sm90 prefill launch plan: token tile, split-K and grid, as a pure
+// function of the problem and the device's SM count. Plain C++ (no CUDA):
+// prefill_sm90_launch.cu launches what it says, and tests/test_prefill_plan.py
+// checks it on the CPU (kernels/prefill/tests/plan_main.cpp).
+//
+// Plan (a pure function of the problem and the device's SM count G):
+//   For each token tile BT in {256, 128, 64}: T = n_tiles * m_tiles tiles of
+//   k_stages stages each; a stage is KS = sm90::slices_for<BITS, BT>() k64
+//   slices (k128 for BT <= 128 where four such stages fit) and costs
+//   stage(BT) = KS * slice_ns(BT).
+//     whole tiles only:  time = ceil(T / G) * (k_stages * stage(BT) + item)
+//     split tail:        the floor(T / G) full waves run whole tiles; the
+//                        r = T mod G tiles left (all T when T < G) are split
+//                        into s in 2..8 k ranges (>= 4 stages each), fp32
+//                        partials reduced in split order by a second kernel:
+//                        time = (floor(T / G) * k_stages + ceil(r s / G) *
+//                        ceil(k_stages / s)) * stage(BT) + (floor(T / G) +
+//                        ceil(r s / G)) * item + reduce(r, s, BT)
+//   and the cheapest wins (ties: larger BT, then no split). item is a work
+//   item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
+//   partial bytes written and read at L2 rate.
+//   The constants are a least-squares fit (relative error) to 123 H200
+//   timings (shape, M, plan; best of 2-3 rounds) of the k128-stage kernels
+//   under two earlier plan models, on the eight Llama-3 shapes at
+//   M = 1 ... 1024, int4 g128 bf16 (benchmarks/experiments/
+//   fit_prefill_plan.py): rms error 5%.
+//   Then checked in a separate 3-round A/B against the previous constants:
+//   each of the 25 plans the fit changed (M = 96 ... 2048) ran 0.81-1.01x the
+//   time, geometric mean 0.989 over all 96 points
+//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 is not fitted;
+//   it uses the same constants.
+//   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/common/problem.h"
+#include "kernels/prefill/prefill_sm90_layout.h"
+
+namespace swordfish {
+namespace prefill {
+namespace sm90 {
+
+// The cost model (fitted, see above).
+inline constexpr double slice_ns(int bt) { return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0; }  // per k64 slice
+inline constexpr double kItemNs = 135.0;             // per work item an SM runs
+inline constexpr double kReduceLaunchNs = 4900.0;    // the extra kernel and its dependency
+inline constexpr double kReduceBytesPerNs = 6250.0;  // partials through L2, written + read
+inline constexpr int kMaxSplits = 8;
+inline constexpr int kMinStagesPerSplit = 4;
+inline constexpr int kTokenTiles[] = {256, 128, 64};
+
+inline long long plan_ceil_div(long long a, long long b) { return (a + b - 1) / b; }
+inline size_t plan_align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// What launch() runs (Params takes the same names).
+struct Plan {
+  int bt = 0;                      // token tile
+  int m_tiles = 0, n_tiles = 0;    // tiles along M (BT rows) and N (kTileN columns)
+  int k_stages = 0;                // pipeline stages per whole tile: K / (64 KS)
+  int dp_tiles = 0;                // tiles run whole, a multiple of the grid (or all of them)
+  int splits = 1;                  // k ranges of each remaining tile (1: none remain split)
+  int split_tiles = 0;             // m_tiles * n_tiles - dp_tiles
+  int items = 0;                   // dp_tiles + split_tiles * splits
+  int grid = 0;                    // min(items, G)
+  int group_m = 1;                 // raster band, in m tiles
+  double est_ns = 0;               // the cost model's time
+  size_t ws_x = 0, ws_partials = 0;  // workspace bytes: gathered x (act-order), fp32 partials
+};
+
+// Reads p.M, K, N, bits, sm_count and whether p.perm is set.
+inline Plan make_plan(const GemmProblem& p) {
+  Plan best;
+  const int n_tiles = p.N / kTileN;
+  const long long sms = p.sm_count > 0 ? p.sm_count : 1;
+  bool have = false;
+  for (int bt : kTokenTiles) {
+    const long long m_tiles = plan_ceil_div(p.M, bt);
+    const long long tiles = m_tiles * n_tiles;
+    // A stage is KS k64 slices (the kernel's choice: slices_for).
+    const int ks = slices(p.bits, bt);
+    const int k_stages = p.K / (kSliceK * ks);
+    const double stage_ns = ks * slice_ns(bt);
+    // Whole tiles only.
+    Plan cand;
+    cand.bt = bt;
+    cand.k_stages = k_stages;
+    cand.m_tiles = static_cast<int>(m_tiles);
+    cand.dp_tiles = static_cast<int>(tiles);
+    cand.splits = 1;
+    cand.est_ns = static_cast<double>(plan_ceil_div(tiles, sms)) * (k_stages * stage_ns + kItemNs);
+    Plan options[2] = {cand, cand};
+    int n_options = 1;
+    // Split tail: the r tiles left after the full waves, each split into s k ranges; r * s items
+    // run in ceil(r * s / G) rounds of ceil(k_stages / s) stages (s need not divide G: 80 tiles
+    // split 3 ways take 2 rounds of a third of the work, 0.67 of one full wave).
+    const long long full = tiles / sms, r = tiles % sms;
+    if (r > 0) {
+      Plan split_best;
+      bool have_split = false;
+      for (int s = 2; s <= kMaxSplits && k_stages / s >= kMinStagesPerSplit; ++s) {
+        Plan split = cand;
+        split.dp_tiles = static_cast<int>(full * sms);
+        split.splits = s;
+        const double partial_bytes = static_cast<double>(r) * s * bt * kTileN * sizeof(float);
+        const double rounds = static_cast<double>(plan_ceil_div(r * s, sms));
+        split.est_ns = (static_cast<double>(full) * k_stages + rounds * static_cast<double>(plan_ceil_div(k_stages, s))) *
+                           stage_ns +
+                       (static_cast<double>(full) + rounds) * kItemNs + kReduceLaunchNs +
+                       2.0 * partial_bytes / kReduceBytesPerNs;
+        if (!have_split || split.est_ns < split_best.est_ns) {
+          split_best = split;
+          have_split = true;
+        }
+      }
+      if (have_split) options[n_options++] = split_best;
+    }
+    for (int i = 0; i < n_options; ++i) {
+      if (!have || options[i].est_ns < best.est_ns) {
+        best = options[i];
+        have = true;
+      }
+    }
+  }
+  best.n_tiles = n_tiles;
+  // Raster band: the resident tiles (about G of them) span a m tiles x G / a
+  // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
+  // of 128 * K * bits / 8 bytes; the sum is smallest at
+  // a = sqrt(G * 128 * bits / 8 / (2 * bt)).
+  {
+    const double a = std::sqrt(static_cast<double>(sms) * kTileN * p.bits / 8.0 / (2.0 * best.bt));
+    int g = static_cast<int>(a + 0.5);
+    if (g < 1) g = 1;
+    if (g > best.m_tiles) g = best.m_tiles;
+    best.group_m = g;
+  }
+  const long long tiles = static_cast<long long>(best.m_tiles) * n_tiles;
+  best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
+  const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
+  best.items = static_cast<int>(items);
+  best.grid = static_cast<int>(items < sms ? items : sms);
+  if (p.perm != nullptr) best.ws_x = plan_align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
+  if (best.splits > 1)
+    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * kTileN * sizeof(float);
+  return best;
+}
+
+}  // namespace sm90
+}  // namespace prefill
+}  // namespace swordfish

@@ -1,0 +1,69 @@
+// CPU driver for tests/test_prefill_plan.py: the sm90 prefill plan and layout
+// without a GPU or the CUDA runtime (prefill_sm90_plan.h is plain C++).
+//
+// stdin, one query per line:
+//   plan M K N BITS SM_COUNT ACT_ORDER
+//       -> bt m_tiles n_tiles k_stages dp_tiles splits split_tiles items grid group_m ws_x ws_partials est_ns
+//   layout BITS BT
+//       -> ks stages stage_bytes smem_bytes
+// Not part of the extension (CMake skips tests/ folders).
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "kernels/prefill/prefill_sm90_plan.h"
+
+using namespace swordfish;
+using namespace swordfish::prefill::sm90;
+
+namespace {
+const int32_t kPresent = 0;
+
+template <int BITS, int BT>
+void print_layout() {
+  constexpr int ks = slices_for<BITS, BT>();
+  using L = Layout<BITS, BT, ks>;
+  std::printf("%d %d %d %d\n", ks, L::kStages, L::kStageBytes, L::kSmemBytes);
+}
+}  // namespace
+
+int main() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string cmd;
+    in >> cmd;
+    if (cmd == "plan") {
+      GemmProblem p;
+      int act = 0;
+      in >> p.M >> p.K >> p.N >> p.bits >> p.sm_count >> act;
+      if (!in) {
+        std::printf("error: bad query '%s'\n", line.c_str());
+        return 2;
+      }
+      p.perm = act ? &kPresent : nullptr;
+      const Plan t = make_plan(p);
+      std::printf("%d %d %d %d %d %d %d %d %d %d %zu %zu %.1f\n", t.bt, t.m_tiles, t.n_tiles, t.k_stages, t.dp_tiles,
+                  t.splits, t.split_tiles, t.items, t.grid, t.group_m, t.ws_x, t.ws_partials, t.est_ns);
+    } else if (cmd == "layout") {
+      int bits = 0, bt = 0;
+      in >> bits >> bt;
+      if (bits == 4 && bt == 64) print_layout<4, 64>();
+      else if (bits == 4 && bt == 128) print_layout<4, 128>();
+      else if (bits == 4 && bt == 256) print_layout<4, 256>();
+      else if (bits == 8 && bt == 64) print_layout<8, 64>();
+      else if (bits == 8 && bt == 128) print_layout<8, 128>();
+      else if (bits == 8 && bt == 256) print_layout<8, 256>();
+      else {
+        std::printf("error: no layout for bits %d BT %d\n", bits, bt);
+        return 2;
+      }
+    } else if (!cmd.empty()) {
+      std::printf("error: unknown command '%s'\n", cmd.c_str());
+      return 2;
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
