@@ -123,3 +123,15 @@ def test_plan_follows_the_sm_count(planner):
         t = planner.plan(64, 8192, 8192, sms=sms)
         assert t["grid"] <= sms
     assert planner.plan(64, 8192, 8192, sms=148)["grid"] >= planner.plan(64, 8192, 8192, sms=132)["grid"]
+
+
+def test_the_refit_script_replays_this_planner(planner):
+    """benchmarks/experiments/fit_prefill_plan.py replays the planner in Python to know which plan each
+    timing ran; under the committed constants its replay must be this header's plan (int4, 132 SMs)."""
+    pytest.importorskip("numpy")
+    import repo_scripts
+
+    fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
+    queries = [(M, K, N, 4, 132, False) for K, N in LLAMA for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
+    for (M, K, N, *_), t in zip(queries, planner.plans(queries)):
+        assert fit.plan(K, N, M, fit.MODELS["fit"]) == (t["bt"], t["splits"]), (M, K, N, t)
