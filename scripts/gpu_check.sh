@@ -53,7 +53,10 @@ within() {
   timeout "$b" "$@"
 }
 
-say "gpu_check: stages '$STAGES', archs $SWORDFISH_CUDA_ARCHS, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# The checkout's git HEAD as this machine sees it: a copied tree may carry a stale .git (the device
+# copy did, 2026-12-02), so the extension's own _C_build.json commit, printed below, is the one that
+# says what was measured.
+say "gpu_check: stages '$STAGES', archs $SWORDFISH_CUDA_ARCHS, tree HEAD (git, may be stale in a copy) $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' 2>&1 \
   | tee -a "$SUMMARY"
