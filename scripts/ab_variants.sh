@@ -26,7 +26,7 @@ use() {  # install variant $1's extension
   cp "$so" swordfish_backend/_C.so
 }
 for v in "${V[@]}"; do
-  [ "$v" = main ] || [ -z "$TESTS" ] && continue
+  if [ "$v" = main ] || [ -z "$TESTS" ]; then continue; fi
   use "$v" || continue
   # shellcheck disable=SC2086
   timeout 240 python -m pytest -q -n 16 -p no:cacheprovider $TESTS -rf > "$R/tests_$v.txt" 2>&1

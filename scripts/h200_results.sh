@@ -6,7 +6,7 @@
 # path in interleaved rounds) and an act-order sweep, a full ncu profile of the
 # dequant kernel (with its bank-conflict counters); `swordfish check` with CHECK=1,
 # ncu profiles of the decode kernels (M = 1 sections, M = 16 full) with NCU_DECODE=1, the
-# durations of every kernel of a small-layer decode call (8B o, M = 1) with NCU_DECODE_SMALL=1
+# durations of every kernel of small-layer decode calls (8B o and qkv, M = 1) with NCU_DECODE_SMALL=1
 # and of the prefill kernel with NCU_PREFILL=1 (see profile() below). About 7 minutes.
 # Everything lands in $OUT/results.tgz (one file: the device returns at most 8).
 #   COMMIT=<sha> bash scripts/h200_results.sh
@@ -54,7 +54,8 @@ if [ -n "${NCU_DECODE:-}" ]; then
   # M = 16: the m16 gemm kernel.
   profile ncu_decode_m16 gemm_kernel 60 -- python benchmarks/bench_decode.py --shapes 70b_gate_up --M 16 --bits 4 --no-cublas
 fi
-# NCU_DECODE_SMALL=1: 8B o int4 M = 1 takes ~7 us per call against a 2.1 us floor. Each
+# NCU_DECODE_SMALL=1: 8B o int4 M = 1 takes ~7 us per call against a 2.1 us floor (8B qkv ~8 us
+# against 3.1). Each
 # kernel's own duration (prep and swap, several launches) against the per-call time of
 # bench_decode says how much of the call is launch gaps rather than kernel time.
 if [ -n "${NCU_DECODE_SMALL:-}" ]; then

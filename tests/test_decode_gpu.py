@@ -46,6 +46,28 @@ M_SWEEP = [1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 49, 55, 56, 63, 64, 65, 9
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
 
 
+def format_cases(test):
+    """Parametrize `test` over every format: bits x dtype x group (-1 = channelwise) x zero points x
+    act-order (the prefill tests use the same cross product)."""
+    axes = [
+        ("act_order", [False, True], ["sorted", "act_order"]),
+        ("zeros", [False, True], ["sym", "zeros"]),
+        ("group", [32, 64, 128, -1], ["g32", "g64", "g128", "cw"]),
+        ("dtype", [torch.float16, torch.bfloat16], ["fp16", "bf16"]),
+        ("bits", [4, 8], None),
+    ]
+    for name, values, ids in axes:
+        test = pytest.mark.parametrize(name, values, ids=ids)(test)
+    return test
+
+
+def format_weight(bits, dtype, group, zeros, act_order, M, K, N) -> Weight:
+    """The Weight of one format_cases point, seeded from the point."""
+    seed = bits * 100000 + (dtype == torch.bfloat16) * 50000 + (group % 1000) * 100 + zeros * 20 + act_order * 10 + M
+    return Weight(bits=bits, K=K, N=N, group=group, channelwise=group == -1, zeros=zeros, act_order=act_order,
+                  dtype=dtype, seed=seed)
+
+
 class Weight:
     """Random quantized weight in packed (sorted) row order, on the GPU, with its fp64 dequantization."""
 
@@ -169,14 +191,9 @@ def test_m_sweep_int8_fp16_g64_zeros_act_order(M, deterministic):
 
 
 @pytest.mark.parametrize("M", [1, 6, 16, 33, 64, 100])
-@pytest.mark.parametrize("act_order", [False, True], ids=["sorted", "act_order"])
-@pytest.mark.parametrize("zeros", [False, True], ids=["sym", "zeros"])
-@pytest.mark.parametrize("group", [32, 64, 128, -1], ids=lambda g: "cw" if g == -1 else f"g{g}")
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("bits", [4, 8])
+@format_cases
 def test_formats(bits, dtype, group, zeros, act_order, M):
-    w = Weight(bits=bits, K=384, N=320, group=group, channelwise=group == -1, zeros=zeros, act_order=act_order,
-               dtype=dtype, seed=bits * 100000 + (dtype == torch.bfloat16) * 50000 + (group % 1000) * 100 + zeros * 20 + act_order * 10 + M)
+    w = format_weight(bits, dtype, group, zeros, act_order, M, K=384, N=320)
     x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
     y = w.gemm(x, bias)
     _check(y, w.reference(x, bias), _tolerance(w, False))

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs an sm90 (H100/H200) device and the compiled extension",
 )
 
-from test_decode_gpu import UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x  # noqa: E402
+from test_decode_gpu import UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x, format_cases, format_weight  # noqa: E402
 
 PATH_PREFILL = 3
 M_SWEEP = [64, 65, 127, 128, 129, 255, 256, 333, 512, 1000, 1024, 2048, 4096]
@@ -87,15 +87,9 @@ def test_m_sweep_int8_fp16_g128_zeros_act_order(M):
 
 
 @pytest.mark.parametrize("M", [64, 200])
-@pytest.mark.parametrize("act_order", [False, True], ids=["sorted", "act_order"])
-@pytest.mark.parametrize("zeros", [False, True], ids=["sym", "zeros"])
-@pytest.mark.parametrize("group", [32, 64, 128, -1], ids=lambda g: "cw" if g == -1 else f"g{g}")
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("bits", [4, 8])
+@format_cases
 def test_formats(bits, dtype, group, zeros, act_order, M):
-    w = Weight(bits=bits, K=384, N=256, group=group, channelwise=group == -1, zeros=zeros, act_order=act_order,
-               dtype=dtype, seed=bits * 100000 + (dtype == torch.bfloat16) * 50000 + (group % 1000) * 100
-               + zeros * 20 + act_order * 10 + M)
+    w = format_weight(bits, dtype, group, zeros, act_order, M, K=384, N=256)
     x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
     _ran_prefill()

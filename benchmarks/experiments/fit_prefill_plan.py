@@ -55,12 +55,11 @@ def terms(K, N, M, bt, s):
 def plan(K, N, M, c):
     """make_plan's choice (bt, splits) under constants c."""
     best = None
-    T_n = N // 128
     for bt in (256, 128, 64):
-        T = -(-M // bt) * T_n
+        tiles = -(-M // bt) * (N // 128)
         kst = K // (64 * SLICES[bt])
-        opts = [(1,)] + [(s,) for s in range(2, 9) if kst // s >= 4] if T % G else [(1,)]
-        for (s,) in opts:
+        splits = [1] + ([s for s in range(2, 9) if kst // s >= 4] if tiles % G else [])
+        for s in splits:
             est = float(terms(K, N, M, bt, s) @ np.array(c))
             if best is None or est < best[0]:
                 best = (est, bt, s)

@@ -36,7 +36,8 @@ size_t workspace_bytes(const GemmProblem& p);
 std::string launch(const GemmProblem& p, cudaStream_t stream);
 
 // One line naming the configuration launch() would use for p, e.g.
-// "prefill sm90 int4 bf16 tile=128x256 stages=4 splits=1 items=512 grid=132".
+// "prefill sm90 int4 bf16 tile=128x256 k=64 stages=4 splits=1 split_tiles=0
+// items=512 grid=132 band=4".
 std::string describe(const GemmProblem& p);
 
 }  // namespace prefill

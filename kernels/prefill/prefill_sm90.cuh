@@ -8,7 +8,7 @@
 // by TMA into 128-byte-swizzled shared memory exactly as wgmma reads them.
 // A from registers means the dequantized weight never makes a round trip
 // through shared memory; the weight tile is only 64 rows per warpgroup, so
-// the register A tile (16 registers per k64 stage) is small.
+// the register A tile (16 registers per k64 slice) is small.
 //
 // CTA: 3 warpgroups (384 threads), one CTA per SM, persistent.
 //   A pipeline stage is KS k64 slices (prefill_sm90_layout.h: k128 for the
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Three threads (lane 0 of warps 0, 1, 2) walk the same stages and each
     // issues one kind of copy onto the stage's barrier: warp 0 arms it with
     // the stage's total bytes and loads x, warp 1 the packed slices (one 3-D
-    // box: 2 n64 blocks x the k64 slice), warp 2 the scale (and zero-point)
+    // box: 2 n64 blocks x the stage's KS k64 slices), warp 2 the scale (and zero-point)
     // rows. Spreading the issue over three threads and using TMA boxes for
     // the packed slices and scale rows measured 17% faster at M <= 64 than
     // one thread issuing bulk copies (2026-12-02, 70B gate_up). A copy may
@@ -344,8 +344,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   int stage = 0;
   uint32_t phase = 0;
 
-  // One k64 stage: Transform into `a`, issue its four MMAs, then retire the
-  // previous stage's MMAs and hand that stage back to the producer.
+  // One stage: Transform its KS k64 slices into `a`, issue their 4 KS MMAs,
+  // then retire the previous stage's MMAs and hand that stage back to the
+  // producer.
   auto step = [&](uint32_t(&a)[4 * KS][4], bool accumulate, int& prev) {
     ClusterBarrier::wait(&full[stage], phase);
 #pragma unroll

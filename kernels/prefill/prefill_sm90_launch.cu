@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -144,9 +143,9 @@ std::string describe(const GemmProblem& p) {
   const sm90::Plan plan = sm90::make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan.bt);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
-         str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) +
-         " items=" + str(plan.items) +
-         " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
+         str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) +
+         " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) + " grid=" + str(plan.grid) +
+         " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
 }
 
 std::string launch(const GemmProblem& p, cudaStream_t stream) {

@@ -12,7 +12,7 @@ namespace prefill {
 // consecutive int8 blocks (k32 each), which format v1 stores back to back.
 template <int BITS>
 inline constexpr int kSliceBytes = BITS == 4 ? format::kBlockBytes : 2 * format::kBlockBytes;
-inline constexpr int kSliceK = 64;  // k rows per pipeline stage
+inline constexpr int kSliceK = 64;  // k rows per slice (a pipeline stage holds KS slices)
 
 }  // namespace prefill
 }  // namespace swordfish
