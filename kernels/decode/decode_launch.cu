@@ -26,6 +26,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/common/device_guard.h"
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
@@ -56,24 +57,6 @@ struct Plan {
   KernelHandle kernel;
 };
 
-// Makes `device` current for the scope (function attributes and occupancy
-// are per device); restores the caller's device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device && cudaSetDevice(device) == cudaSuccess) {
-      restore_ = true;
-    }
-  }
-  ~DeviceScope() {
-    if (restore_) cudaSetDevice(prev_);
-  }
-
- private:
-  int prev_ = -1;
-  bool restore_ = false;
-};
-
 // CTAs per SM of a kernel instance on `device`, after raising its dynamic
 // shared-memory limit there. Cached per (device, instance).
 int occupancy(const KernelHandle& k, int device, std::string* err) {
@@ -83,7 +66,7 @@ int occupancy(const KernelHandle& k, int device, std::string* err) {
   const auto key = std::make_pair(device, k.fn);
   const auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  DeviceScope scope(device);
+  DeviceGuard scope(device);
   const std::string raised = ensure_dynamic_smem(k.fn, k.smem_bytes, device);
   if (!raised.empty()) {
     *err = "decode: " + raised;
@@ -288,7 +271,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
              std::to_string(p.workspace == nullptr ? 0 : p.workspace_bytes);
     if (!aligned(p.workspace, 256)) return "decode: workspace must be 256-byte aligned";
   }
-  DeviceScope scope(p.device);
+  DeviceGuard scope(p.device);
   unsigned char* ws = static_cast<unsigned char*>(p.workspace);
   const uint16_t* x = static_cast<const uint16_t*>(p.x);
   uint16_t* y = static_cast<uint16_t*>(p.y);

@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/common/device_guard.h"
 #include "kernels/common/format.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dispatch/arch_tables.hpp"
@@ -129,26 +130,6 @@ void log_choice(const GemmProblem& p, Path path) {
                detail.c_str());
 }
 
-// Makes p.device current for the scope (kernels launch on the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
-      ok_ = cudaSetDevice(device) == cudaSuccess;
-      restore_ = ok_;
-    }
-    if (!ok_) cudaGetLastError();
-  }
-  ~DeviceGuard() {
-    if (restore_) cudaSetDevice(prev_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int prev_ = 0;
-  bool ok_ = true;
-  bool restore_ = false;
-};
 
 }  // namespace
 
