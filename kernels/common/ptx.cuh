@@ -64,6 +64,12 @@ SF_DEVICE void cp_async_4_ca(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
+// Pull one 128-byte line into L2 (no register, no shared memory, no ordering):
+// what a kernel may do with constant inputs (the packed weights) before its
+// grid-dependency wait, so their first HBM round trip overlaps the tail of
+// the kernel before it.
+SF_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // Close the current group of async copies (one pipeline stage).
 SF_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
@@ -247,8 +253,10 @@ SF_DEVICE void red_add_bf16x2(void* addr, uint32_t v) {
 
 // ---------------------------------------------------------------- programmatic dependent launch
 
-// Wait until the preceding grid (the output-zeroing kernel) has completed and
-// its writes are visible; a no-op when the launch had no programmatic edge.
+// Wait until the preceding grid in the stream has completed and its writes are
+// visible; a no-op when the launch had no programmatic edge. Every kernel we
+// launch with programmatic stream serialization calls it before its first
+// global access that depends on an earlier kernel (reading x, writing y).
 SF_DEVICE void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -256,7 +264,9 @@ SF_DEVICE void grid_dependency_wait() {
 }
 
 // Let the next grid in the stream start its prologue now (it waits for our
-// completion with grid_dependency_wait before touching what we write).
+// completion with grid_dependency_wait before touching what we write). The
+// launch fires once every CTA of this grid has executed it or exited, so the
+// dependents never take SM slots from CTAs of ours not yet resident.
 SF_DEVICE void grid_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

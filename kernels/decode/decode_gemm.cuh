@@ -180,6 +180,23 @@ SF_DEVICE UnitPos unit_pos(long long u, int kblocks, int mgroups) {
                  static_cast<int>(u - seg * kblocks)};
 }
 
+// The kernels' entry under programmatic dependent launch (decode_launch.cu
+// launches every decode kernel with it on sm_90+): the packed weights are
+// constant, so before waiting for the previous grid (the prep kernel, which
+// itself waits for whatever produced x) a warp pulls the weight blocks of its
+// first `units` units (column `col`, k-blocks from `kb`, never past the column)
+// into L2; then it waits, and lets the next grid in the stream launch. Nothing
+// that depends on an earlier kernel (x, y, the workspace) is touched before the
+// wait. Without a programmatic edge both PTX calls are no-ops.
+SF_DEVICE void enter_dependent(const Params& p, int col, int kb, int units, int lane) {
+  constexpr int kLines = kUnitBytes / 128;
+  const int n = min(units, p.kblocks - kb);
+  const uint8_t* base = p.packed + (static_cast<long long>(col) * p.kblocks + kb) * kUnitBytes;
+  for (int i = lane; i < n * kLines; i += 32) ptx::prefetch_l2(base + i * 128);
+  ptx::grid_dependency_wait();
+  ptx::grid_launch_dependents();
+}
+
 // A unit's weights, lane-local: this lane's 16 B of each 512-byte sub-tile of
 // the column's block (w: the lane's bytes of sub-tile 0) into slot `dst`.
 SF_DEVICE void issue_weights(uint32_t dst, const uint8_t* w, uint64_t pol, int lane) {
@@ -310,6 +327,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   }
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
+  detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, S, lane);
 
   // ---- stage ring (S, STRIDE): 32-bit shared addresses, compare-and-wrap.
   // Lane-local: one ring per warp, act at L.act_offset of each slot. Shared:
@@ -531,7 +549,6 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
     const int g = lane >> 2, t = lane & 3;
     const int col = (4 * q + warp) * format::kBlockN + 2 * t;
     const int row = mg * MT * 16 + g;
-    if (p.mode == kModeAtomic) ptx::grid_dependency_wait();  // y was zeroed by the previous grid
     float b[8][2];
 #pragma unroll
     for (int c = 0; c < 8; ++c) b[c][0] = b[c][1] = 0.f;

@@ -14,9 +14,16 @@
 //             otherwise gemm_kernel<MT>, staging each unit's activations once
 //             per CTA when kShareActs; FOLD where use_fold() says so.
 //   launches  [prep_kernel: permuted x and/or y := bias or 0] -> gemm_kernel
-//             [-> reduce_kernel]. Without act-order the GEMM is launched with
-//             programmatic stream serialization (sm_90+): its mainloop
-//             overlaps the zeroing and waits for it only before the epilogue.
+//             [-> reduce_kernel]. On sm_90+ each launches with programmatic
+//             stream serialization (programmatic dependent launch): it may be
+//             scheduled before the kernel ahead of it has finished, stages
+//             what is constant (the GEMM pulls its first weight blocks into
+//             L2), waits for that kernel (griddepcontrol.wait) before touching
+//             x, y or the workspace, and at once lets the next kernel launch.
+//             Behind a kernel that never triggers early (torch's) this only
+//             hides launch latency; behind our own kernels (the prep kernel,
+//             the previous Swordfish call) the GEMM's first weight round trip
+//             overlaps the tail of the kernel before it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -188,7 +195,7 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
   }
   pl->gather = p.perm != nullptr;
   if (pl->gather) pl->ws_x = align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
-  pl->pdl = !pl->gather && pl->init_y && p.cc_major >= 9;
+  pl->pdl = p.cc_major >= 9;
   pl->evict_first = pl->mgroups == 1;
   return true;
 }
@@ -205,14 +212,41 @@ std::string launch_error(const char* what) {
   return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
 }
 
+// Launch `fn(args)` on `stream`, with programmatic stream serialization when
+// `pdl` (every decode kernel waits for its predecessor with
+// griddepcontrol.wait before it touches anything that one may write).
+std::string launch_kernel(const void* fn, dim3 grid, int block, int smem, bool pdl, void** args, cudaStream_t stream,
+                          const char* what) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelExC(&cfg, fn, args);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
+  }
+  return launch_error(what);
+}
+
 // prep_kernel over pp: a grid wide enough for the gather (K columns) or the
 // output init (N / 8 16-byte runs), rows spread over ~4 CTAs per SM.
-std::string launch_prep(const PrepParams& pp, int sm_count, cudaStream_t stream) {
+std::string launch_prep(const PrepParams& pp, int sm_count, bool pdl, cudaStream_t stream) {
   const int width = pp.xp != nullptr ? pp.K : pp.N / 8;
   const int gx = static_cast<int>(std::min<long long>(ceil_div(width, kPrepThreads), 16));
   const int gy = static_cast<int>(std::min<long long>(pp.M, std::max(1, 4 * sm_count / gx)));
-  prep_kernel<<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(pp);
-  return launch_error("prep kernel");
+  PrepParams arg = pp;
+  void* args[] = {&arg};
+  return launch_kernel(reinterpret_cast<const void*>(&prep_kernel), dim3(gx, std::max(gy, 1)), kPrepThreads, 0, pdl,
+                       args, stream, "prep kernel");
 }
 
 }  // namespace
@@ -220,7 +254,8 @@ std::string launch_prep(const PrepParams& pp, int sm_count, cudaStream_t stream)
 std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
                            cudaStream_t stream) {
   if (M <= 0) return "";
-  return launch_prep(PrepParams{x, perm, xp, nullptr, nullptr, M, K, 0}, sm_count, stream);
+  // No programmatic launch: the kernel behind (prefill, dense) may not wait for it.
+  return launch_prep(PrepParams{x, perm, xp, nullptr, nullptr, M, K, 0}, sm_count, false, stream);
 }
 
 std::string can_implement(const GemmProblem& p) { return check(p); }
@@ -281,7 +316,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (pl.gather || pl.init_y) {
     PrepParams pp{x, p.perm, pl.gather ? reinterpret_cast<uint16_t*>(ws) : nullptr, pl.init_y ? y : nullptr, bias,
                   p.M, p.K, p.N};
-    why = launch_prep(pp, p.sm_count, stream);
+    why = launch_prep(pp, p.sm_count, pl.pdl, stream);
     if (!why.empty()) return why;
     if (pl.gather) x = reinterpret_cast<const uint16_t*>(ws);
   }
@@ -311,25 +346,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   // with their magnitude, so they are kept short.
   gp.fold_mask = !pl.fold ? 0 : (p.channelwise ? 128 : p.group) / format::block_k(p.bits) - 1;
 
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(pl.grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(pl.kernel.smem_bytes);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (pl.pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
   void* args[] = {&gp};
-  const cudaError_t e = cudaLaunchKernelExC(&cfg, pl.kernel.fn, args);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("decode: gemm kernel launch failed: ") + cudaGetErrorString(e);
-  }
-  why = launch_error("gemm kernel");
+  why = launch_kernel(pl.kernel.fn, dim3(static_cast<unsigned>(pl.grid)), kThreads, pl.kernel.smem_bytes, pl.pdl, args,
+                      stream, "gemm kernel");
   if (!why.empty()) return why;
 
   // 3. deterministic split-K: fixed-order reduction of the fp32 partials.
@@ -337,12 +356,11 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     const int gx = static_cast<int>(std::min<long long>(ceil_div(p.N / 2, kPrepThreads), 16));
     const int gy = static_cast<int>(std::min<long long>(p.M, std::max(1, 4 * p.sm_count / gx)));
     const float* parts = reinterpret_cast<const float*>(ws + pl.ws_x);
-    if (p.dtype == DType::kBFloat16) {
-      reduce_kernel<true><<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(parts, pl.parts, bias, y, p.M, p.N);
-    } else {
-      reduce_kernel<false><<<dim3(gx, std::max(gy, 1)), kPrepThreads, 0, stream>>>(parts, pl.parts, bias, y, p.M, p.N);
-    }
-    why = launch_error("reduce kernel");
+    int nparts = pl.parts, M = p.M, N = p.N;
+    void* rargs[] = {&parts, &nparts, &bias, &y, &M, &N};
+    const void* fn = p.dtype == DType::kBFloat16 ? reinterpret_cast<const void*>(&reduce_kernel<true>)
+                                                 : reinterpret_cast<const void*>(&reduce_kernel<false>);
+    why = launch_kernel(fn, dim3(gx, std::max(gy, 1)), kPrepThreads, 0, pl.pdl, rargs, stream, "reduce kernel");
     if (!why.empty()) return why;
   }
   return "";

@@ -30,9 +30,12 @@ inline constexpr int kPrepThreads = 256;
 
 // grid: (x, y) any; blockIdx.y strides rows, the x dimension strides columns.
 __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const __grid_constant__ PrepParams p) {
-  // The GEMM behind us (launched with programmatic stream serialization) may
-  // start its mainloop now; it waits for our completion before its epilogue.
+  // Launched with programmatic stream serialization (sm_90+): the GEMM behind
+  // us may launch now and stage its first weights while we run (it waits for
+  // our completion before it reads x or y); we wait for the kernel before us
+  // (it may have written x, or still read the memory y now occupies).
   ptx::grid_launch_dependents();
+  ptx::grid_dependency_wait();
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
   const int stride = gridDim.x * blockDim.x;
   for (int m = blockIdx.y; m < p.M; m += gridDim.y) {
@@ -54,6 +57,8 @@ template <bool BF16>
 __global__ void __launch_bounds__(kPrepThreads)
     reduce_kernel(const float* __restrict__ partials, int parts, const uint16_t* __restrict__ bias,
                   uint16_t* __restrict__ y, int M, int N) {
+  ptx::grid_dependency_wait();  // launched behind the GEMM with programmatic serialization: its partials
+  ptx::grid_launch_dependents();
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
   const int stride = gridDim.x * blockDim.x;
   const long long plane = static_cast<long long>(M) * N;

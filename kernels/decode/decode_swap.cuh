@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   const int n = detail::warp_units(p, warp, 1, u0, u1);
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
+  detail::enter_dependent(p, 4 * pos0.q + warp, pos0.kb, S, lane);
 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
   detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
@@ -222,7 +223,6 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
     const bool odd = g & 1;
     const int tok = 2 * t + (odd ? 1 : 0);
     const int col = (4 * q + warp) * format::kBlockN + (g & ~1);
-    if (p.mode == kModeAtomic) ptx::grid_dependency_wait();
     const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
