@@ -260,6 +260,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_y));
   }
   __syncthreads();
+  // Launched with programmatic stream serialization: the prologue above ran
+  // while the previous kernel in the stream finished; nothing in global memory
+  // is touched before it has completed. Then the kernel behind us (the split-K
+  // reduce, or the next GEMM) may launch and park on its own wait.
+  ptx::grid_dependency_wait();
+  ptx::grid_launch_dependents();
 
   const bool has_zeros = p.zeros != nullptr;
   const int rows = p.scale_rows;
@@ -462,6 +468,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int BITS, bool BF16, int BT>
 __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
   constexpr int kQuads = BT / 8;  // float4s per thread
+  // Launched behind the GEMM with programmatic stream serialization (its launch latency hides
+  // under the GEMM): the partials are complete and visible only after this wait.
+  ptx::grid_dependency_wait();
+  ptx::grid_launch_dependents();
   const int mn = p.dp_tiles + blockIdx.x;
   const int q = blockIdx.y;
   int m_tile, n_tile;

@@ -198,14 +198,32 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
 
   why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);
   if (!why.empty()) return "prefill: " + why;
+  // Both kernels launch with programmatic stream serialization: each may be
+  // scheduled before its predecessor in the stream has finished, runs its
+  // prologue, and waits for it (griddepcontrol.wait) before touching global
+  // memory. That hides a launch latency per kernel (the GEMM's behind the
+  // previous kernel when that one triggers early, as the GEMM itself and
+  // decode's prep kernel do; the reduce's behind the GEMM).
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(plan.grid);
+  cfg.blockDim = dim3(sm90::kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = pdl;
+  cfg.numAttrs = 1;
   void* args[] = {&params, &tmap_x, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
-  if (cudaLaunchKernel(k.gemm, dim3(plan.grid), dim3(sm90::kThreads), args, k.smem_bytes, stream) != cudaSuccess)
-    return cuda_error("prefill gemm launch");
+  if (cudaLaunchKernelExC(&cfg, k.gemm, args) != cudaSuccess) return cuda_error("prefill gemm launch");
   if (plan.splits > 1) {
     uint16_t* y = static_cast<uint16_t*>(p.y);
     void* rargs[] = {&params, &y};
-    if (cudaLaunchKernel(k.reduce, dim3(plan.split_tiles, plan.bt / 8), dim3(256), rargs, 0, stream) != cudaSuccess)
-      return cuda_error("prefill split-K reduce launch");
+    cudaLaunchConfig_t rcfg = cfg;
+    rcfg.gridDim = dim3(plan.split_tiles, plan.bt / 8);
+    rcfg.blockDim = dim3(256);
+    rcfg.dynamicSmemBytes = 0;
+    if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
   }
   return cuda_error("prefill launch");
 }
