@@ -5,9 +5,9 @@
 # (default), the decode benchmark, the dispatcher sweep (int4 + int8, every
 # path in interleaved rounds) and an act-order sweep, a full ncu profile of the
 # dequant kernel (with its bank-conflict counters); `swordfish check` with CHECK=1,
-# ncu profiles of the decode kernels (M = 1 sections, M = 16 full) with NCU_DECODE=1, the
-# durations of every kernel of small-layer decode calls (8B o and qkv, M = 1) with NCU_DECODE_SMALL=1
-# and of the prefill kernel with NCU_PREFILL=1 (see profile() below). About 7 minutes.
+# the decode kernel timeline (decode_timeline.py), ncu profiles of the decode kernels (M = 1
+# sections, M = 16 full) with NCU_DECODE=1, a full profile of the M = 1 kernel on 70B o with
+# NCU_DECODE_SMALL=1 and of the prefill kernel with NCU_PREFILL=1 (see profile() below). About 7 minutes.
 # Everything lands in $OUT/results.tgz (one file: the device returns at most 8).
 #   COMMIT=<sha> bash scripts/h200_results.sh
 set -uo pipefail
@@ -54,14 +54,15 @@ if [ -n "${NCU_DECODE:-}" ]; then
   # M = 16: the m16 gemm kernel.
   profile ncu_decode_m16 gemm_kernel 60 -- python benchmarks/bench_decode.py --shapes 70b_gate_up --M 16 --bits 4 --no-cublas
 fi
-# NCU_DECODE_SMALL=1: 8B o int4 M = 1 takes ~7 us per call against a 2.1 us floor (8B qkv ~8 us
-# against 3.1). Each
-# kernel's own duration (prep and swap, several launches) against the per-call time of
-# bench_decode says how much of the call is launch gaps rather than kernel time.
+# The kernel timeline of decode calls at M = 1 (benchmarks/experiments/decode_timeline.py): period
+# per call, each kernel's duration, the gaps between kernels, cuBLAS alongside.
+t 60 python benchmarks/experiments/decode_timeline.py --shapes 8b_qkv 8b_o 70b_o 70b_gate_up --M 1 16 \
+  --out "$R/decode_timeline.json" > "$R/decode_timeline.txt" 2>&1
+# NCU_DECODE_SMALL=1: a full profile (stall samples per instruction) of the M = 1 swap kernel on
+# 70B o, the shape furthest from its weight-stream floor (timeline: the kernel itself, not the gaps).
 if [ -n "${NCU_DECODE_SMALL:-}" ]; then
-  t 60 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
-    -k regex:'prep_kernel|swap_kernel' -c 6 python benchmarks/bench_decode.py --shapes 8b_o 8b_qkv --M 1 --bits 4 \
-    --no-cublas --rounds 1 > "$R/ncu_decode_small.txt" 2>&1
+  profile ncu_decode_70b_o_m1 swap_kernel 60 -- python benchmarks/bench_decode.py --shapes 70b_o --M 1 --bits 4 \
+    --no-cublas --rounds 1
 fi
 # NCU_PREFILL=1: the prefill kernel on 70B gate_up at M = 128 and M = 1024.
 if [ -n "${NCU_PREFILL:-}" ]; then
