@@ -656,11 +656,35 @@ def test_swap_b_fragment_from_ldmatrix():
             assert torch.equal(regs[:, 2 * h + 1, e], x[g, 16 * h + 2 * t + 8 + e])
 
 
+def _ldmatrix_x4_trans(slots: torch.Tensor) -> torch.Tensor:
+    """ldmatrix.sync.m8n8.x4.trans.b16: slots (32 lanes, 8) = the 16 B row each lane addresses.
+
+    Matrix i takes its rows r = 0..7 from lanes 8 i + r; transposed, register i of lane T holds
+    (row 2 (T % 4), row 2 (T % 4) + 1) of column T / 4 of matrix i. Returns (32 lanes, 4 registers, 2 halves).
+    """
+    out = torch.empty(32, 4, 2, dtype=slots.dtype)
+    for i in range(4):
+        rows = slots[8 * i: 8 * i + 8]  # (8 rows, 8 columns)
+        for e in range(2):
+            out[:, i, e] = rows[2 * (LANES % 4) + e, LANES // 4]
+    return out
+
+
 def _expand(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    """decode_gemm.cuh expand_row: (32 lanes, 8) the scale of column 8 c + g for c = 0..7."""
-    src = 4 * torch.arange(8)[None, :] + (LANES >> 3)[:, None]
-    odd = ((LANES >> 2) & 1).bool()[:, None]
-    return torch.where(odd, hi[src], lo[src])
+    """decode_gemm.cuh scale_columns / expand_row: (32 lanes, 8) the scale of column 8 c + g for
+    c = 0..7, from the staged row (lane l staged columns 2 l, 2 l + 1 = lo[l], hi[l]), read with
+    one ldmatrix.x4.trans whose lane L addresses the 16-byte run 32 (L / 8) + 16 (L % 2)."""
+    row = torch.stack([lo, hi], dim=1).reshape(64)
+    run = 8 * (2 * (LANES >> 3) + (LANES & 1))  # first column of lane L's 16-byte run
+    regs = _ldmatrix_x4_trans(row[run[:, None] + torch.arange(8)])
+    return regs.reshape(32, 8)  # register j = (tile 2 j, tile 2 j + 1)
+
+
+def test_scale_columns_from_ldmatrix_trans():
+    """The transposed ldmatrix hands lane (g, t) the scales of columns 8 c + g, c = 0..7."""
+    lo, hi = torch.arange(0, 64, 2).double(), torch.arange(1, 64, 2).double()
+    cols = _expand(lo, hi)
+    assert torch.equal(cols, (8 * torch.arange(8)[None, :] + (LANES >> 2)[:, None]).double())
 
 
 def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1):

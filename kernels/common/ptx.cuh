@@ -134,6 +134,15 @@ SF_DEVICE void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// Transposed: thread i receives (row 2 (i % 4), row 2 (i % 4) + 1) of column
+// i / 4 of each matrix. The decode kernels use it to broadcast a staged scale
+// row to the lanes whose fragment columns need it (decode_gemm.cuh, scale_columns).
+SF_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 // ---------------------------------------------------------------- tensor core
 
 // D += A * B, m16n8k16, fp16 inputs, fp32 accumulate (HMMA.16816.F32).

@@ -28,7 +28,7 @@
 //   x        lane-local: MT x slices x LDGSTS.128 (only rows < M); shared:
 //            MT (int4) / MT/2 (int8) x LDGSTS.128 per thread for the whole CTA
 //            -> ldmatrix.x4
-//   scales   1-2 x LDGSTS.32 (+ zeros) -> LDS.32 -> 8 x SHFL + PRMT
+//   scales   1-2 x LDGSTS.32 (+ zeros) -> ldmatrix.x4.trans (detail::scale_columns) -> 8 x PRMT
 //   math     8 x MT HMMA.16816 per k16 slice
 // FOLD variant (MT = 1, every format but int4 g32): the MMAs take the raw
 // LOP3 / PRMT values (dequant::kRawOffset) and the scale, zero point and
@@ -92,15 +92,48 @@ SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
   }
 }
 
-// The scale row of this lane's column pair (2 lane, 2 lane + 1), broadcast to
-// the eight n8 tiles the lane's fragments cover: tile c needs column
-// 8 c + g (g = lane / 4), held by lane (8 c + g) / 2 = 4 c + lane / 8 in half
-// g % 2; the pair is that half twice.
-SF_DEVICE void expand_row(uint32_t v, int lane, uint32_t (&pairs)[8]) {
-  const int src = lane >> 3;
-  const bool odd = (lane >> 2) & 1;
+// The scales of the eight fragment columns of this lane, 8 c + g (c = 0..7,
+// g = lane / 4: tile c of the B-operand kernels, A row g of m16 tile c / 2 in
+// swap_kernel), from one staged scale row (64 columns, 128 bytes at `row`),
+// two per register: r[j] = (column 16 j + g, column 16 j + 8 + g), the
+// scales of tiles 2 j and 2 j + 1. One ldmatrix.x4.trans does the broadcast:
+// the rows of matrix j alternate between the two 16-byte runs of columns
+// 16 j .. 16 j + 7 and 16 j + 8 .. 16 j + 15, so transposed, lane (g, t)
+// receives element g of each (rows 2t, 2t + 1). The row was staged by other
+// lanes (each copies its own 4 bytes): their cp.async waits are complete when
+// they reach the __syncwarp, which orders those writes before the read.
+SF_DEVICE void scale_columns(uint32_t row, int lane, uint32_t (&r)[4]) {
+  __syncwarp();
+  ptx::ldmatrix_x4_trans(r, row + 32 * (lane >> 3) + 16 * (lane & 1));
+}
+
+// scale_columns as packed pairs for the dequant multiply: tile c's scale twice.
+SF_DEVICE void expand_row(uint32_t row, int lane, uint32_t (&pairs)[8]) {
+  uint32_t r[4];
+  scale_columns(row, lane, r);
 #pragma unroll
-  for (int c = 0; c < 8; ++c) pairs[c] = dequant::dup_half(ptx::shfl_idx(v, 4 * c + src), odd);
+  for (int j = 0; j < 4; ++j) {
+    pairs[2 * j] = dequant::dup_half(r[j], false);
+    pairs[2 * j + 1] = dequant::dup_half(r[j], true);
+  }
+}
+
+// scale_columns as one fp32 per tile (the FOLD epilogues). bf16 -> fp32 is the
+// half moved to the top 16 bits: one shift or one mask.
+template <bool BF16>
+SF_DEVICE void expand_row_f32(uint32_t row, int lane, float (&out)[8]) {
+  uint32_t r[4];
+  scale_columns(row, lane, r);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (BF16) {
+      out[2 * j] = __uint_as_float(r[j] << 16);
+      out[2 * j + 1] = __uint_as_float(r[j] & 0xffff0000u);
+    } else {
+      out[2 * j] = ptx::cvt_f32_f16(static_cast<uint16_t>(r[j] & 0xffffu));
+      out[2 * j + 1] = ptx::cvt_f32_f16(static_cast<uint16_t>(r[j] >> 16));
+    }
+  }
 }
 
 template <bool BF16, bool ZEROS>
@@ -495,14 +528,14 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
     uint4 wv[format::kSubtiles];
     detail::lds_weights(wv, w, lane);
     uint32_t sp[8], zp[8] = {};  // zp stays 0 (and unused) without zero points
-    detail::expand_row(ptx::lds_32(w + SCALES + lane * 4), lane, sp);
-    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(w + ZPS + lane * 4), lane, zp);
+    detail::expand_row(w + SCALES, lane, sp);
+    if constexpr (ZEROS) detail::expand_row(w + ZPS, lane, zp);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       if constexpr (BITS == 4) {
         if (sl == 2 && two_rows) {
-          detail::expand_row(ptx::lds_32(w + SCALES + 128 + lane * 4), lane, sp);
-          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(w + ZPS + 128 + lane * 4), lane, zp);
+          detail::expand_row(w + SCALES + 128, lane, sp);
+          if constexpr (ZEROS) detail::expand_row(w + ZPS + 128, lane, zp);
         }
       }
       uint32_t a[MT][4];

@@ -41,9 +41,12 @@
 namespace swordfish {
 namespace decode {
 
-// grid, block, modes: as gemm_kernel. dynamic smem: swap_smem_bytes(BITS, ZEROS).
+// grid, block, modes: as gemm_kernel. dynamic smem: swap_smem_bytes(BITS, ZEROS),
+// which caps residency at 3 CTAs per SM (decode_config.h): the launch bound says
+// so, and ptxas may then keep more values in registers (107 instead of 93 on
+// int4 bf16 FOLD, nvcc 13.0) rather than recompute them in the loop.
 template <int BITS, bool BF16, bool ZEROS, bool FOLD>
-__global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant__ Params p) {
   constexpr int S = swap_stages(BITS);
   constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);
   constexpr int NS = slices_per_unit(BITS);
@@ -67,7 +70,8 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
   detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
 
-  const bool two_rows = BITS == 4 && p.gshift == 5;
+  // int4 g32: two scale rows per k64 unit (FOLD never runs g32: decode_launch.cu's use_fold)
+  const bool two_rows = BITS == 4 && !FOLD && p.gshift == 5;
 
   // ---- producer
   const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
@@ -93,13 +97,12 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
       for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
     }
     detail::issue_scales<BITS, ZEROS>(st + L.scale_offset, st + L.zero_offset, p, p_kb * BK, p_scol, two_rows, lane);
+    p_w += kUnitBytes;  // unconditional: seek() overwrites both at a column change
+    p_x += BK;
     if (++p_kb == p.kblocks) {
       p_kb = 0;
       ++p_q;
       seek();
-    } else {
-      p_w += kUnitBytes;
-      p_x += BK;
     }
   };
 
@@ -161,15 +164,15 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
     for (int h = 0; h < NX; ++h) ptx::ldmatrix_x4(xb[h], st + L.act_offset + h * 512 + lane * 16);
     uint32_t sp[8] = {}, zp[8] = {};
     if constexpr (!FOLD) {
-      detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
-      if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+      detail::expand_row(st + L.scale_offset, lane, sp);
+      if constexpr (ZEROS) detail::expand_row(st + L.zero_offset, lane, zp);
     }
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       if constexpr (BITS == 4 && !FOLD) {
         if (sl == 2 && two_rows) {
-          detail::expand_row(ptx::lds_32(st + L.scale_offset + 128 + lane * 4), lane, sp);
-          if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + 128 + lane * 4), lane, zp);
+          detail::expand_row(st + L.scale_offset + 128, lane, sp);
+          if constexpr (ZEROS) detail::expand_row(st + L.zero_offset + 128, lane, zp);
         }
       }
       const uint32_t b0 = xb[sl >> 1][2 * (sl & 1)], b1 = xb[sl >> 1][2 * (sl & 1) + 1];
@@ -194,22 +197,30 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
 
   // FOLD, once per group (and before a flush): acc += s * (raw - offset * xs)
   // (+ zs * xs). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
-  // with c = 2 m + i / 2, token 2t + (i & 1).
+  // with c = 2 m + i / 2, token 2t + (i & 1). The odd i (tokens 1, 3, 5, 7)
+  // hold exact zeros at M = 1 (their x rows are zero slots), so a warp skips
+  // them there: half the fold's instructions on the M = 1 path.
   auto fold = [&](uint32_t st) {
-    uint32_t sp[8], zp[8] = {};
-    detail::expand_row(ptx::lds_32(st + L.scale_offset + lane * 4), lane, sp);
-    if constexpr (ZEROS) detail::expand_row(ptx::lds_32(st + L.zero_offset + lane * 4), lane, zp);
+    float s[8], z[8] = {};
+    detail::expand_row_f32<BF16>(st + L.scale_offset, lane, s);
+    if constexpr (ZEROS) detail::expand_row_f32<BF16>(st + L.zero_offset, lane, z);
+    auto fold_one = [&](int m, int i) {
+      const int c = 2 * m + (i >> 1);
+      const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[m][i]) : raw[m][i];
+      acc[m][i] = fmaf(s[c], t_i, acc[m][i]);
+      if constexpr (ZEROS) acc[m][i] = fmaf(z[c], xs[i], acc[m][i]);
+      raw[m][i] = 0.f;
+    };
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
+      fold_one(m, 0);
+      fold_one(m, 2);
+    }
+    if (p.M > 1) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int c = 2 * m + (i >> 1);
-        const float s = detail::to_f32<BF16>(static_cast<uint16_t>(sp[c] & 0xffffu));
-        const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[m][i]) : raw[m][i];
-        acc[m][i] = fmaf(s, t_i, acc[m][i]);
-        if constexpr (ZEROS)
-          acc[m][i] = fmaf(detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] & 0xffffu)), xs[i], acc[m][i]);
-        raw[m][i] = 0.f;
+      for (int m = 0; m < 4; ++m) {
+        fold_one(m, 1);
+        fold_one(m, 3);
       }
     }
     detail::clear(xs);
@@ -217,39 +228,54 @@ __global__ void __launch_bounds__(kThreads) swap_kernel(const __grid_constant__ 
 
   // Lane (g, t) holds column 16 m + 8 h + g, tokens 2t, 2t + 1 in acc[m][2h],
   // acc[m][2h + 1]. After one exchange with lane ^ 4 (column g ^ 1), even g
-  // owns token 2t and odd g token 2t + 1, of columns (g & ~1, g | 1).
+  // owns token 2t and odd g token 2t + 1, of columns (g & ~1, g | 1). Every
+  // lane shuffles first (converged), then the lanes whose token exists write.
   auto flush = [&](int q) {
     const int g = lane >> 2, t = lane & 3;
     const bool odd = g & 1;
     const int tok = 2 * t + (odd ? 1 : 0);
     const int col = (4 * q + warp) * format::kBlockN + (g & ~1);
-    const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
+    float v[4][2][2];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float lo = acc[m][2 * h], hi = acc[m][2 * h + 1];
         const float other = ptx::shfl_xor_f32(odd ? lo : hi, 4);
-        const float v0 = odd ? other : lo, v1 = odd ? hi : other;
-        if (tok >= p.M) continue;
-        const int cc = col + 16 * m + 8 * h;
-        const long long off = static_cast<long long>(tok) * p.N + cc;
-        if (p.mode == kModeAtomic) {
-          detail::red_pair<BF16>(p.y + off, detail::pack<BF16>(v0, v1));
-        } else if (p.mode == kModeDirect) {
+        v[m][h][0] = odd ? other : lo;
+        v[m][h][1] = odd ? hi : other;
+      }
+    }
+    detail::clear(acc);
+    if (tok >= p.M) return;
+    const long long row = static_cast<long long>(tok) * p.N + col;
+    if (p.mode == kModeAtomic) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          detail::red_pair<BF16>(p.y + row + 16 * m + 8 * h, detail::pack<BF16>(v[m][h][0], v[m][h][1]));
+    } else if (p.mode == kModeDirect) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int cc = col + 16 * m + 8 * h;
           float b0 = 0.f, b1 = 0.f;
           if (p.bias != nullptr) {
             b0 = detail::to_f32<BF16>(p.bias[cc]);
             b1 = detail::to_f32<BF16>(p.bias[cc + 1]);
           }
-          *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b0, v1 + b1);
-        } else {
-          *reinterpret_cast<float2*>(p.partials + static_cast<long long>(part) * p.M * p.N + off) =
-              make_float2(v0, v1);
+          *reinterpret_cast<uint32_t*>(p.y + row + 16 * m + 8 * h) = detail::pack<BF16>(v[m][h][0] + b0, v[m][h][1] + b1);
         }
-      }
+    } else {
+      float* out = p.partials + static_cast<long long>(blockIdx.x % p.parts) * p.M * p.N + row;
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(out + 16 * m + 8 * h) = make_float2(v[m][h][0], v[m][h][1]);
     }
-    detail::clear(acc);
   };
 
   // ---- pipeline (detail::run_ring)
