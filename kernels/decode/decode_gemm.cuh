@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/dequant.cuh"
 #include "kernels/common/format.h"
@@ -83,6 +84,14 @@ SF_DEVICE void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t 
   }
 }
 
+// D = A * B: the first MMA into a FOLD accumulator of a scale group. Its C is
+// zero (ptxas reads RZ), so fold() clears nothing after applying a group.
+template <bool BF16>
+SF_DEVICE void mma_first(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  d[0] = d[1] = d[2] = d[3] = 0.f;
+  mma<BF16>(d, a, b0, b1);
+}
+
 template <bool BF16>
 SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
   if constexpr (BF16) {
@@ -105,6 +114,24 @@ SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
 SF_DEVICE void scale_columns(uint32_t row, int lane, uint32_t (&r)[4]) {
   __syncwarp();
   ptx::ldmatrix_x4_trans(r, row + 32 * (lane >> 3) + 16 * (lane & 1));
+}
+
+// The scale pairs of this lane's D-fragment columns in the B-operand kernels,
+// (8 c + 2 t, 8 c + 2 t + 1) for c = 0..7 (gemm_kernel's FOLD epilogue): word
+// 4 c + t of the staged row. Two ldmatrix.x4 whose eight row addresses per
+// matrix all name the 16-byte run of columns 8 c .. 8 c + 7 (one broadcast
+// wavefront each): lane (g, t) receives elements 2 t, 2 t + 1 of it. As in
+// scale_columns, other lanes staged the row.
+SF_DEVICE void scale_pairs(uint32_t row, int lane, uint32_t (&r)[8]) {
+  __syncwarp();
+  uint32_t lo[4], hi[4];
+  ptx::ldmatrix_x4(lo, row + 16 * (lane >> 3));
+  ptx::ldmatrix_x4(hi, row + 64 + 16 * (lane >> 3));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    r[j] = lo[j];
+    r[4 + j] = hi[j];
+  }
 }
 
 // scale_columns as packed pairs for the dequant multiply: tile c's scale twice.
@@ -457,27 +484,37 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
   // (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
   // acc += s * (raw - offset * xs) (+ zs * xs) in fp32 at each group end and
-  // before a flush, then clears them. No scale multiply, and for int4 bf16 /
+  // before a flush; the next group's first MMAs overwrite them (mma_first). No scale multiply, and for int4 bf16 /
   // int8 fp16 no bias fma, per weight pair.
   float raw[FOLD ? 8 : 1][4], xs[4];
   detail::clear(raw);
   detail::clear(xs);
 
-  auto consume_fold = [&](uint32_t st) {
+  // FRESH: the unit opens a scale group (fold() left raw / xs stale): the first
+  // MMA into each accumulator overwrites it (mma_first).
+  auto consume_fold = [&](uint32_t st, auto fresh_tag) {
+    constexpr bool FRESH = decltype(fresh_tag)::value;
+    auto mma_raw = [&](float(&d)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1, bool first) {
+      if (FRESH && first) {
+        detail::mma_first<BF16>(d, a, b0, b1);
+      } else {
+        detail::mma<BF16>(d, a, b0, b1);
+      }
+    };
     uint4 wv[format::kSubtiles];
     detail::lds_weights(wv, st + wslot, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       uint32_t a[4];
       ptx::ldmatrix_x4(a, act_addr(st, 0, sl));
-      if constexpr (kRowSums) detail::mma<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>);
+      if constexpr (kRowSums) mma_raw(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, sl == 0);
       if constexpr (BITS == 4) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
           dequant::int4_raw<BF16>(detail::word(wv[sl], j), w);
-          detail::mma<BF16>(raw[2 * j], a, w[0], w[1]);
-          detail::mma<BF16>(raw[2 * j + 1], a, w[2], w[3]);
+          mma_raw(raw[2 * j], a, w[0], w[1], sl == 0);
+          mma_raw(raw[2 * j + 1], a, w[2], w[3], sl == 0);
         }
       } else {
 #pragma unroll
@@ -486,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
           for (int j = 0; j < 4; ++j) {
             uint32_t w[2];
             dequant::int8_raw<BF16>(detail::word(wv[2 * sl + h], j), w);
-            detail::mma<BF16>(raw[4 * h + j], a, w[0], w[1]);
+            mma_raw(raw[4 * h + j], a, w[0], w[1], sl == 0);
           }
         }
       }
@@ -496,31 +533,28 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   // The group's scale (and zero-point) row is the one staged with the unit
   // just consumed (slot 0: FOLD never runs int4 g32, where a unit has two).
   // Accumulator [c][i] of this lane is output column 8 c + 2 t + (i & 1): its
-  // scale pair (columns 8 c + 2 t, + 1) is the word lane 4 c + t loaded.
+  // scale pair (columns 8 c + 2 t, + 1) is word 4 c + t of the row (scale_pairs).
   auto fold = [&](uint32_t st) {
-    const int t = lane & 3;
-    const uint32_t srow = ptx::lds_32(st + wslot + SCALES + lane * 4);
-    const uint32_t zrow = ZEROS ? ptx::lds_32(st + wslot + ZPS + lane * 4) : 0u;
+    uint32_t sp[8], zp[8] = {};
+    detail::scale_pairs(st + wslot + SCALES, lane, sp);
+    if constexpr (ZEROS) detail::scale_pairs(st + wslot + ZPS, lane, zp);
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const uint32_t sw = ptx::shfl_idx(srow, 4 * c + t);
+      const uint32_t sw = sp[c];
       const float sc[2] = {detail::to_f32<BF16>(static_cast<uint16_t>(sw & 0xffffu)),
                            detail::to_f32<BF16>(static_cast<uint16_t>(sw >> 16))};
       float zc[2] = {0.f, 0.f};
       if constexpr (ZEROS) {
-        const uint32_t zw = ptx::shfl_idx(zrow, 4 * c + t);
-        zc[0] = detail::to_f32<BF16>(static_cast<uint16_t>(zw & 0xffffu));
-        zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zw >> 16));
+        zc[0] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] & 0xffffu));
+        zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] >> 16));
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[c][i]) : raw[c][i];
         acc[0][c][i] = fmaf(sc[i & 1], t_i, acc[0][c][i]);
         if constexpr (ZEROS) acc[0][c][i] = fmaf(zc[i & 1], xs[i], acc[0][c][i]);
-        raw[c][i] = 0.f;
       }
     }
-    detail::clear(xs);
   };
 
   auto consume = [&](uint32_t st) {
@@ -625,10 +659,15 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
     if constexpr (FOLD) {
+      const bool group_start = (c_kb & p.fold_mask) == 0;
       const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
       if (++c_kb == p.kblocks) c_kb = 0;
       if (c_col) {
-        consume_fold(cons);
+        if (group_start) {
+          consume_fold(cons, std::true_type{});
+        } else {
+          consume_fold(cons, std::false_type{});
+        }
         if (group_end || seg_end) fold(cons);
       }
     } else {

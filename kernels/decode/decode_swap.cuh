@@ -156,7 +156,10 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
     }
   };
 
-  auto consume = [&](uint32_t st) {
+  // FRESH (FOLD): the unit opens a scale group; fold() left raw / xs stale, and
+  // the first MMA into each overwrites it (mma_first).
+  auto consume = [&](uint32_t st, auto fresh_tag) {
+    constexpr bool FRESH = decltype(fresh_tag)::value;
     uint4 wv[format::kSubtiles];
     detail::lds_weights(wv, st, lane);
     uint32_t xb[NX][4];
@@ -179,14 +182,23 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
       if constexpr (kRowSums) {
         const uint32_t ones[4] = {dequant::kOnes<BF16>, dequant::kOnes<BF16>, dequant::kOnes<BF16>,
                                   dequant::kOnes<BF16>};
-        detail::mma<BF16>(xs, ones, b0, b1);  // xs[i]: sum of token 2t + (i & 1) over the group
+        // xs[i]: sum of token 2t + (i & 1) over the group
+        if (FRESH && sl == 0) {
+          detail::mma_first<BF16>(xs, ones, b0, b1);
+        } else {
+          detail::mma<BF16>(xs, ones, b0, b1);
+        }
       }
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         uint32_t a[4];
         if constexpr (FOLD) {
           a_tile(wv, sl, m, sp, zp, a, std::true_type{});
-          detail::mma<BF16>(raw[m], a, b0, b1);
+          if (FRESH && sl == 0) {
+            detail::mma_first<BF16>(raw[m], a, b0, b1);
+          } else {
+            detail::mma<BF16>(raw[m], a, b0, b1);
+          }
         } else {
           a_tile(wv, sl, m, sp, zp, a, std::false_type{});
           detail::mma<BF16>(acc[m], a, b0, b1);
@@ -196,7 +208,8 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
   };
 
   // FOLD, once per group (and before a flush): acc += s * (raw - offset * xs)
-  // (+ zs * xs). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
+  // (+ zs * xs); raw and xs need no clearing (the next group's first MMAs
+  // overwrite them, consume<FRESH>). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
   // with c = 2 m + i / 2, token 2t + (i & 1). The odd i (tokens 1, 3, 5, 7)
   // hold exact zeros at M = 1 (their x rows are zero slots), so a warp skips
   // them there: half the fold's instructions on the M = 1 path.
@@ -209,7 +222,6 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
       const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[m][i]) : raw[m][i];
       acc[m][i] = fmaf(s[c], t_i, acc[m][i]);
       if constexpr (ZEROS) acc[m][i] = fmaf(z[c], xs[i], acc[m][i]);
-      raw[m][i] = 0.f;
     };
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
@@ -223,7 +235,6 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
         fold_one(m, 3);
       }
     }
-    detail::clear(xs);
   };
 
   // Lane (g, t) holds column 16 m + 8 h + g, tokens 2t, 2t + 1 in acc[m][2h],
@@ -284,7 +295,11 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
   int c_kb = pos0.kb;
   detail::run_ring<S>(n, ring, L.bytes, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
-    consume(cons);
+    if (FOLD && (c_kb & p.fold_mask) == 0) {
+      consume(cons, std::true_type{});
+    } else {
+      consume(cons, std::false_type{});
+    }
     if constexpr (FOLD) {
       const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
       if (++c_kb == p.kblocks) c_kb = 0;
