@@ -19,29 +19,32 @@ namespace dispatch {
 namespace heuristics {
 
 inline constexpr Table kSm90 = {
-    "sm90 (H200-measured, 2026-12-02)",
+    "sm90 (H200-measured, 2026-12-03)",
     // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps M <= 32,
-    //   and on small layers (K * N <= 8192 * 8192) M <= 16, for int4 and int8 alike (the
+    //   and on small layers (K * N <= 8192 * 8192) M <= 24, for int4 and int8 alike (the
     //   refinements at the end of this table).
-    // measured: benchmarks/results/h200/2026-12-02-f/ (kernels at 3c666bc, scripts/h200_results.sh;
-    //   prefill with k128 stages for the small token tiles and the refitted plan): decode / prefill
-    //   time per shape at M = 16, 24, 32, 40, 48, 56, 64
-    //   int4: 8B qkv 0.82 1.05 1.19 1.10 1.18 1.33 1.44   8B o 1.02 1.09 1.22 1.39 1.56 1.78 1.97
-    //         8B gate_up 0.72 0.94 0.99 1.13 1.17 1.42 1.45   8B down 0.90 1.14 1.29 1.24 1.36 1.58 1.61
-    //         70B qkv 0.70 0.89 0.96 1.02 1.05 1.27 1.29   70B o 0.82 1.07 1.16 1.19 1.26 1.49 1.56
-    //         70B gate_up 0.67 0.92 0.94 1.13 1.14 1.42 1.44   70B down 0.71 0.95 0.97 1.15 1.18 1.44 1.47
-    //   int8: 8B qkv 0.92 1.00 1.15 1.10 1.17 1.29 1.36   8B o 1.04 1.18 1.38 1.31 1.39 1.55 1.71
-    //         8B gate_up 0.84 0.94 0.95 1.12 1.17 1.27 1.31   8B down 0.92 1.04 1.17 1.23 1.31 1.43 1.48
-    //         70B qkv 0.80 0.87 0.92 1.06 1.09 1.21 1.25   70B o 0.90 1.02 1.08 1.21 1.25 1.40 1.46
-    //         70B gate_up 0.82 0.95 1.00 1.20 1.19 1.34 1.38   70B down 0.84 0.98 0.98 1.22 1.21 1.38 1.36
-    //   The k128 prefill stages moved every crossover down from 48-56 (2026-12-02-e). The four
-    //   layers above 8192 x 8192 weights (8B gate_up, 70B qkv, gate_up, down) cross between 32
-    //   and 40; the four at or below it (8B qkv, o, down, 70B o) between 16 and 24, whatever
-    //   their N: decode's fixed costs (the output-zeroing launch, split-K partial sums) weigh more
-    //   on a small weight stream. An N-only rule (the previous "N <= 4096") misclassifies 8B qkv
-    //   and 70B o. benchmarks/table_verdict.py on this sweep: int4 152/152 points within 3% of
-    //   the fastest path, int8 150/152 (misses: 8B o M = 16, decode 1.04x prefill; 8B o
-    //   M = 4096, dense 1.04x prefill).
+    // measured: benchmarks/results/h200/2026-12-03/ (decode kernels at f6708ca, prefill as in
+    //   2026-12-02-f; bench_dispatch.py --bits 4 8 --m 1,16,...,8192 --rounds 3): decode /
+    //   prefill time per shape at M = 16, 24, 32, 40, 48, 56, 64
+    //   int4: 8B qkv 0.71 0.91 1.09 0.94 0.99 1.17 1.26   8B o 0.86 0.96 1.10 1.20 1.33 1.59 1.77
+    //         8B gate_up 0.71 0.88 0.92 1.13 1.16 1.42 1.47   8B down 0.83 1.01 1.14 1.13 1.21 1.48 1.55
+    //         70B qkv 0.62 0.80 0.86 0.97 1.01 1.25 1.28   70B o 0.73 0.94 1.07 1.16 1.22 1.47 1.52
+    //         70B gate_up 0.65 0.87 0.88 1.15 1.14 1.44 1.48   70B down 0.66 0.90 0.92 1.13 1.18 1.44 1.48
+    //   int8: 8B qkv 0.74 0.89 0.98 0.91 0.96 1.10 1.16   8B o 0.91 1.07 1.21 1.04 1.17 1.31 1.43
+    //         8B gate_up 0.81 0.87 0.91 1.05 1.08 1.26 1.27   8B down 0.84 0.95 1.06 1.06 1.12 1.30 1.36
+    //         70B qkv 0.74 0.82 0.86 0.96 1.00 1.15 1.18   70B o 0.79 0.94 1.06 1.08 1.14 1.31 1.35
+    //         70B gate_up 0.81 0.89 0.90 1.09 1.09 1.29 1.31   70B down 0.82 0.88 0.91 1.06 1.09 1.26 1.27
+    //   The four layers above 8192 x 8192 weights (8B gate_up, 70B qkv, gate_up, down) cross
+    //   between 32 and 40 (70B qkv nearer 48: 0.96-1.01 at 40-48, left to prefill); the four at
+    //   or below it (8B qkv, o, down, 70B o) between 24 and 32, whatever their N: decode's fixed
+    //   costs (the output-zeroing launch, split-K partial sums) weigh more on a small weight
+    //   stream. The 2026-12-03 decode changes (fewer instructions per unit, 0.96x the time)
+    //   moved the small-layer crossover up from 16-24 (2026-12-02-f, the previous value 16).
+    //   benchmarks/table_verdict.py on this sweep with this table: int4 150/152 points within 3%
+    //   of the fastest path (misses: 8B qkv M = 40, prefill 1.07x decode, which is not monotonic
+    //   there: 1.09 at 32, 0.94 at 40; 70B qkv M = 40, 1.03x), int8 148/152 (8B qkv M = 40 1.10x
+    //   and M = 48 1.04x, 8B o M = 24 decode 1.07x, 70B qkv M = 40 1.04x); with the previous
+    //   value 16, 147/152 and 146/152.
     /*decode_max_m=*/32,
     // measured: no underfill rule on the H200 (0 = off). The prefill plan splits the last wave
     // along K, so a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster
@@ -77,10 +80,11 @@ inline constexpr Table kSm90 = {
     /*dense_vs_decode=*/DenseFrom{/*int4=*/96, /*int4_k_heavy=*/128, /*int8=*/96, /*int8_k_heavy=*/96,
                                   /*act_order=*/96},
     // measured (see decode_max_m above): int8 crosses where int4 does; small layers
-    // (K * N <= 8192 * 8192) keep M <= 16.
+    // (K * N <= 8192 * 8192) keep M <= 24 (int8 8B o alone is 7% slower there than prefill;
+    // 8B qkv, 8B down and 70B o gain 5-11%).
     /*decode_max_m_int8=*/kSame,
     /*small_kn=*/8192LL * 8192,
-    /*small_max_m=*/16,
+    /*small_max_m=*/24,
     /*small_max_m_int8=*/kSame,
 };
 
