@@ -84,11 +84,12 @@ SF_DEVICE void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t 
   }
 }
 
-// D = A * B: the first MMA into a FOLD accumulator of a scale group. Its C is
-// zero (ptxas reads RZ), so fold() clears nothing after applying a group.
+// FOLD accumulators: D = A * B when `first` (the first MMA into it of a scale
+// group: C is zero, ptxas reads RZ, so fold() clears nothing after applying a
+// group), else D += A * B. `first` is a constant after unrolling.
 template <bool BF16>
-SF_DEVICE void mma_first(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  d[0] = d[1] = d[2] = d[3] = 0.f;
+SF_DEVICE void mma_group(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool first) {
+  if (first) d[0] = d[1] = d[2] = d[3] = 0.f;
   mma<BF16>(d, a, b0, b1);
 }
 
@@ -484,37 +485,30 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
   // (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
   // acc += s * (raw - offset * xs) (+ zs * xs) in fp32 at each group end and
-  // before a flush; the next group's first MMAs overwrite them (mma_first). No scale multiply, and for int4 bf16 /
-  // int8 fp16 no bias fma, per weight pair.
+  // before a flush; the next group's first MMAs overwrite them (mma_group). No
+  // scale multiply, and for int4 bf16 / int8 fp16 no bias fma, per weight pair.
   float raw[FOLD ? 8 : 1][4], xs[4];
   detail::clear(raw);
   detail::clear(xs);
 
   // FRESH: the unit opens a scale group (fold() left raw / xs stale): the first
-  // MMA into each accumulator overwrites it (mma_first).
+  // MMA into each accumulator overwrites it (mma_group).
   auto consume_fold = [&](uint32_t st, auto fresh_tag) {
     constexpr bool FRESH = decltype(fresh_tag)::value;
-    auto mma_raw = [&](float(&d)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1, bool first) {
-      if (FRESH && first) {
-        detail::mma_first<BF16>(d, a, b0, b1);
-      } else {
-        detail::mma<BF16>(d, a, b0, b1);
-      }
-    };
     uint4 wv[format::kSubtiles];
     detail::lds_weights(wv, st + wslot, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       uint32_t a[4];
       ptx::ldmatrix_x4(a, act_addr(st, 0, sl));
-      if constexpr (kRowSums) mma_raw(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, sl == 0);
+      if constexpr (kRowSums) detail::mma_group<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
       if constexpr (BITS == 4) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
           dequant::int4_raw<BF16>(detail::word(wv[sl], j), w);
-          mma_raw(raw[2 * j], a, w[0], w[1], sl == 0);
-          mma_raw(raw[2 * j + 1], a, w[2], w[3], sl == 0);
+          detail::mma_group<BF16>(raw[2 * j], a, w[0], w[1], FRESH && sl == 0);
+          detail::mma_group<BF16>(raw[2 * j + 1], a, w[2], w[3], FRESH && sl == 0);
         }
       } else {
 #pragma unroll
@@ -523,7 +517,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
           for (int j = 0; j < 4; ++j) {
             uint32_t w[2];
             dequant::int8_raw<BF16>(detail::word(wv[2 * sl + h], j), w);
-            mma_raw(raw[4 * h + j], a, w[0], w[1], sl == 0);
+            detail::mma_group<BF16>(raw[4 * h + j], a, w[0], w[1], FRESH && sl == 0);
           }
         }
       }

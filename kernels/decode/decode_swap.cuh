@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
   };
 
   // FRESH (FOLD): the unit opens a scale group; fold() left raw / xs stale, and
-  // the first MMA into each overwrites it (mma_first).
+  // the first MMA into each overwrites it (mma_group).
   auto consume = [&](uint32_t st, auto fresh_tag) {
     constexpr bool FRESH = decltype(fresh_tag)::value;
     uint4 wv[format::kSubtiles];
@@ -183,22 +183,14 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
         const uint32_t ones[4] = {dequant::kOnes<BF16>, dequant::kOnes<BF16>, dequant::kOnes<BF16>,
                                   dequant::kOnes<BF16>};
         // xs[i]: sum of token 2t + (i & 1) over the group
-        if (FRESH && sl == 0) {
-          detail::mma_first<BF16>(xs, ones, b0, b1);
-        } else {
-          detail::mma<BF16>(xs, ones, b0, b1);
-        }
+        detail::mma_group<BF16>(xs, ones, b0, b1, FRESH && sl == 0);
       }
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         uint32_t a[4];
         if constexpr (FOLD) {
           a_tile(wv, sl, m, sp, zp, a, std::true_type{});
-          if (FRESH && sl == 0) {
-            detail::mma_first<BF16>(raw[m], a, b0, b1);
-          } else {
-            detail::mma<BF16>(raw[m], a, b0, b1);
-          }
+          detail::mma_group<BF16>(raw[m], a, b0, b1, FRESH && sl == 0);
         } else {
           a_tile(wv, sl, m, sp, zp, a, std::false_type{});
           detail::mma<BF16>(acc[m], a, b0, b1);
@@ -209,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
 
   // FOLD, once per group (and before a flush): acc += s * (raw - offset * xs)
   // (+ zs * xs); raw and xs need no clearing (the next group's first MMAs
-  // overwrite them, consume<FRESH>). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
+  // overwrite them: consume's FRESH instance). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
   // with c = 2 m + i / 2, token 2t + (i & 1). The odd i (tokens 1, 3, 5, 7)
   // hold exact zeros at M = 1 (their x rows are zero slots), so a warp skips
   // them there: half the fold's instructions on the M = 1 path.
