@@ -10,7 +10,7 @@ import pytest
 import repo_scripts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SWEEP = ROOT / "benchmarks" / "results" / "h200" / "2026-12-02-f" / "dispatch" / "dispatch_int4.json"
+SWEEP = ROOT / "benchmarks" / "results" / "h200" / "2026-12-03" / "dispatch" / "dispatch_int4.json"
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")) or not SWEEP.exists(),
