@@ -2,8 +2,8 @@
 
 ``emulate`` walks kernels/decode/decode_gemm.cuh statement by statement for
 every CTA, warp and lane: the flat unit ranges, the per-lane 16-byte weight,
-activation and scale slots, the ldmatrix.x4 row addresses, the shuffle that
-broadcasts scale pairs, the LOP3 dequant bit tricks (kernels/common/dequant.cuh)
+activation and scale slots, the ldmatrix.x4 row addresses, the ldmatrix
+broadcasts of the staged scale rows, the LOP3 dequant bit tricks (kernels/common/dequant.cuh)
 and the accumulator flush. The mma.sync / ldmatrix register layouts are
 encoded once, from the PTX ISA, in ``_ldmatrix_x4`` and ``_mma``. If the
 emulated output equals the fp64 reference, every index the kernel computes
@@ -438,13 +438,14 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                     if group_end or seg_left == 1:
                         # accumulator [c][i] of lane (g, t) is output column 8c + 2t + (i & 1)
                         lo, hi, z = srows[0]
+                        sp = _scale_pairs(lo, hi)
+                        zp = None if z is None else _scale_pairs(*z)
                         for c in range(8):
-                            src = 4 * c + t  # the lane whose scale pair covers columns 8c + 2t, +1
-                            col_s = torch.stack([lo[src], hi[src], lo[src], hi[src]], 1)
+                            col_s = torch.stack([sp[:, c, 0], sp[:, c, 1], sp[:, c, 0], sp[:, c, 1]], 1)
                             acc[0, c] += col_s * (raw[c] - offset * xsum)
-                            if z is not None:
-                                acc[0, c] += torch.stack([z[0][src], z[1][src], z[0][src], z[1][src]], 1) * xsum
-                        raw.zero_()
+                            if zp is not None:
+                                acc[0, c] += torch.stack([zp[:, c, 0], zp[:, c, 1], zp[:, c, 0], zp[:, c, 1]], 1) * xsum
+                        raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
                         xsum.zero_()
                 seg_left -= 1
                 if seg_left == 0:
@@ -656,6 +657,15 @@ def test_swap_b_fragment_from_ldmatrix():
             assert torch.equal(regs[:, 2 * h + 1, e], x[g, 16 * h + 2 * t + 8 + e])
 
 
+def _scale_pairs(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    """decode_gemm.cuh scale_pairs: (32 lanes, 8 tiles, 2) the scales of columns 8 c + 2 t, + 1, from
+    the staged row (lane l staged columns 2 l, 2 l + 1), read with two ldmatrix.x4 whose lane L
+    addresses the 16-byte run of columns 8 (L / 8) .. (+ 32 for the second)."""
+    row = torch.stack([lo, hi], dim=1).reshape(64)
+    runs = [row[(8 * ((LANES >> 3) + 4 * k))[:, None] + torch.arange(8)] for k in range(2)]
+    return torch.cat([_ldmatrix_x4(r) for r in runs], dim=1)
+
+
 def _ldmatrix_x4_trans(slots: torch.Tensor) -> torch.Tensor:
     """ldmatrix.sync.m8n8.x4.trans.b16: slots (32 lanes, 8) = the 16 B row each lane addresses.
 
@@ -678,6 +688,15 @@ def _expand(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     run = 8 * (2 * (LANES >> 3) + (LANES & 1))  # first column of lane L's 16-byte run
     regs = _ldmatrix_x4_trans(row[run[:, None] + torch.arange(8)])
     return regs.reshape(32, 8)  # register j = (tile 2 j, tile 2 j + 1)
+
+
+def test_scale_pairs_from_ldmatrix():
+    """The two broadcast ldmatrix.x4 hand lane (g, t) the scales of columns 8 c + 2 t, + 1, c = 0..7."""
+    lo, hi = torch.arange(0, 64, 2).double(), torch.arange(1, 64, 2).double()
+    pairs = _scale_pairs(lo, hi)
+    first = 8 * torch.arange(8)[None, :] + 2 * (LANES & 3)[:, None]
+    assert torch.equal(pairs[:, :, 0], first.double())
+    assert torch.equal(pairs[:, :, 1], (first + 1).double())
 
 
 def test_scale_columns_from_ldmatrix_trans():
@@ -784,7 +803,7 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
                                 acc[m, :, i] += sp[:, c] * (raw[m, :, i] - offset * xsum[:, i])
                                 if zp is not None:
                                     acc[m, :, i] += zp[:, c] * xsum[:, i]
-                        raw.zero_()
+                        raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
                         xsum.zero_()
                 seg_left -= 1
                 if seg_left == 0:

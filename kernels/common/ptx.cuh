@@ -90,7 +90,7 @@ SF_DEVICE uint4 lds_128(uint32_t addr) {
   return v;
 }
 
-// 4-byte shared load of a lane's own staged scale pair.
+// 4-byte shared load (the prefill Transform's packed words).
 SF_DEVICE uint32_t lds_32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
@@ -179,14 +179,6 @@ SF_DEVICE uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
 SF_DEVICE uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// Warp shuffle (index): broadcasts the cooperatively loaded scale row to the
-// lanes whose fragment columns need it.
-SF_DEVICE uint32_t shfl_idx(uint32_t v, int src_lane) {
-  uint32_t d;
-  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=r"(d) : "r"(v), "r"(src_lane));
   return d;
 }
 

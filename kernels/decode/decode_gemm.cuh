@@ -34,9 +34,10 @@
 // LOP3 / PRMT values (dequant::kRawOffset) and the scale, zero point and
 // offset are applied to fp32 accumulators once per group (fold()), which
 // removes the per-pair scale multiply and, for int4 bf16 / int8 fp16, the
-// bias fma: ~260 instead of ~415 instructions per int4 unit. Its weights are
-// never rounded to the dtype (more accurate than the reference; one-hot
-// inputs still reproduce the reference's rounded weights exactly).
+// bias fma: ~260 instead of ~415 instructions per int4 unit (SASS, 2026-12-02;
+// the clear-free fold has trimmed it since). Its weights are never rounded to
+// the dtype (more accurate than the reference; one-hot inputs still reproduce
+// the reference's rounded weights exactly).
 // Epilogue at each segment boundary: packed-pair red.global.add (atomic
 // mode), or plain stores of rounded results / fp32 partials (deterministic).
 #pragma once
@@ -501,7 +502,8 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
     for (int sl = 0; sl < NS; ++sl) {
       uint32_t a[4];
       ptx::ldmatrix_x4(a, act_addr(st, 0, sl));
-      if constexpr (kRowSums) detail::mma_group<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
+      if constexpr (kRowSums)
+        detail::mma_group<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
       if constexpr (BITS == 4) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {

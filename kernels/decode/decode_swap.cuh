@@ -42,11 +42,9 @@ namespace swordfish {
 namespace decode {
 
 // grid, block, modes: as gemm_kernel. dynamic smem: swap_smem_bytes(BITS, ZEROS),
-// which caps residency at 3 CTAs per SM (decode_config.h): the launch bound says
-// so, and ptxas may then keep more values in registers (107 instead of 93 on
-// int4 bf16 FOLD, nvcc 13.0) rather than recompute them in the loop.
+// which admits kSwapCtasPerSm CTAs per SM (decode_config.h).
 template <int BITS, bool BF16, bool ZEROS, bool FOLD>
-__global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __grid_constant__ Params p) {
   constexpr int S = swap_stages(BITS);
   constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);
   constexpr int NS = slices_per_unit(BITS);
@@ -201,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
 
   // FOLD, once per group (and before a flush): acc += s * (raw - offset * xs)
   // (+ zs * xs); raw and xs need no clearing (the next group's first MMAs
-  // overwrite them: consume's FRESH instance). Accumulator [m][i] is column 16 m + 8 (i / 2) + g = 8 c + g
-  // with c = 2 m + i / 2, token 2t + (i & 1). The odd i (tokens 1, 3, 5, 7)
+  // overwrite them: consume's FRESH instance). Accumulator [m][i] is column
+  // 16 m + 8 (i / 2) + g = 8 c + g with c = 2 m + i / 2, token 2t + (i & 1). The odd i (tokens 1, 3, 5, 7)
   // hold exact zeros at M = 1 (their x rows are zero slots), so a warp skips
   // them there: half the fold's instructions on the M = 1 path.
   auto fold = [&](uint32_t st) {
@@ -269,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, 3) swap_kernel(const __grid_constant
             b0 = detail::to_f32<BF16>(p.bias[cc]);
             b1 = detail::to_f32<BF16>(p.bias[cc + 1]);
           }
-          *reinterpret_cast<uint32_t*>(p.y + row + 16 * m + 8 * h) = detail::pack<BF16>(v[m][h][0] + b0, v[m][h][1] + b1);
+          *reinterpret_cast<uint32_t*>(p.y + row + 16 * m + 8 * h) =
+              detail::pack<BF16>(v[m][h][0] + b0, v[m][h][1] + b1);
         }
     } else {
       float* out = p.partials + static_cast<long long>(blockIdx.x % p.parts) * p.M * p.N + row;
