@@ -184,6 +184,13 @@ enum Mode : int {
   kModePartials = 2,  // deterministic, P parts per segment: fp32 partials, reduced by a second kernel
 };
 
+// Weight units per warp each decode kernel pulls into L2 before its grid-dependency
+// wait (detail::enter_dependent). The swap kernel (M <= 8) prefetches its whole
+// ring: removing that measured 1.00-1.09x slower on seven of eight layers at
+// M = 1 (results/h200/2026-12-03-b/experiments/ab2_decode_decomp, column nopf);
+// gemm_kernel none (see its entry in decode_gemm.cuh).
+inline constexpr int kGemmPrefetchUnits = 0;
+
 // Host-side heuristics (per launch): see decode_launch.cu.
 inline constexpr int kMinUnitsPerCta = 4;        // fewer and prologue/flush overheads dominate
 inline constexpr long long kMaxPartialBytes = 256ll << 20;  // deterministic partials workspace cap

@@ -17,13 +17,14 @@
 //             [-> reduce_kernel]. On sm_90+ each launches with programmatic
 //             stream serialization (programmatic dependent launch): it may be
 //             scheduled before the kernel ahead of it has finished, stages
-//             what is constant (the GEMM pulls its first weight blocks into
-//             L2), waits for that kernel (griddepcontrol.wait) before touching
-//             x, y or the workspace, and at once lets the next kernel launch.
+//             what is constant (the swap kernel pulls its first weight blocks
+//             into L2; gemm_kernel measured faster without, kGemmPrefetchUnits),
+//             waits for that kernel (griddepcontrol.wait) before touching x, y
+//             or the workspace, and at once lets the next kernel launch.
 //             Behind a kernel that never triggers early (torch's) this only
 //             hides launch latency; behind our own kernels (the prep kernel,
-//             the previous Swordfish call) the GEMM's first weight round trip
-//             overlaps the tail of the kernel before it.
+//             the previous Swordfish call) the swap kernel's first weight round
+//             trip overlaps the tail of the kernel before it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
