@@ -44,7 +44,8 @@ inline constexpr Table kSm90 = {
     //   of the fastest path (misses: 8B qkv M = 40, prefill 1.07x decode, which is not monotonic
     //   there: 1.09 at 32, 0.94 at 40; 70B qkv M = 40, 1.03x), int8 148/152 (8B qkv M = 40 1.10x
     //   and M = 48 1.04x, 8B o M = 24 decode 1.07x, 70B qkv M = 40 1.04x); with the previous
-    //   value 16, 147/152 and 146/152.
+    //   value 16, 147/152 and 146/152. Checked on the GPU in benchmarks/results/h200/2026-12-03-b/
+    //   (the same bench_dispatch.py command, build 39acac8): int4 151/152, int8 147/152.
     /*decode_max_m=*/32,
     // measured: no underfill rule on the H200 (0 = off). The prefill plan splits the last wave
     // along K, so a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster
