@@ -19,7 +19,8 @@ int main() {
   std::printf("swap %d %d\n", swap_stages(4), swap_stages(8));
   for (int mt = 1; mt <= 4; ++mt)
     std::printf("gemm %d %d %d %d %d\n", mt, gemm_stages(4, mt, kShareActs), gemm_stages(8, mt, kShareActs),
-                ctas_per_sm(gemm_smem_bytes(4, mt, true, kShareActs)), ctas_per_sm(gemm_smem_bytes(8, mt, true, kShareActs)));
+                ctas_per_sm(gemm_smem_bytes(4, mt, true, kShareActs)),
+                ctas_per_sm(gemm_smem_bytes(8, mt, true, kShareActs)));
   std::printf("swapctas %d %d\n", ctas_per_sm(swap_smem_bytes(4, true)), ctas_per_sm(swap_smem_bytes(8, true)));
   std::printf("swapmax %d share %d\n", kSwapMaxM, kShareActs ? 1 : 0);
 }

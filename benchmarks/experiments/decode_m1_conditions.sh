@@ -9,9 +9,8 @@
 set -u
 python3 -m pip install -q --no-index --no-deps .whl/*.whl
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
-cp prebuilt/_C.so swordfish_backend/_C.so
-[ -f prebuilt/_C_build.json ] && cp prebuilt/_C_build.json swordfish_backend/_C_build.json
 OUT="${OUT:-/tmp/decode_m1_conditions}"; mkdir -p "$OUT"
+STAGES=prebuilt OUT="$OUT" bash scripts/gpu_check.sh > /dev/null 2>&1  # installs prebuilt/_C.so and its build record
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
   --format=csv -lms 100 > "$OUT/smi.csv" 2>&1 &
 smi=$!

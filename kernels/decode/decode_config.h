@@ -153,9 +153,10 @@ inline constexpr bool kSwapEnabled = true;
 // same 2 KB units: a Little's-law ratio, so bytes in flight matter here.
 SF_HOST_DEVICE constexpr int swap_stages(int bits) { return bits == 4 ? 5 : 6; }
 
-// CTAs per SM the swap kernel's shared memory admits (static_asserts below): its
-// __launch_bounds__ minimum, so ptxas may keep more values in registers (107
-// instead of 93 on int4 bf16 FOLD, nvcc 13.0) rather than recompute them per unit.
+// CTAs per SM the swap kernel's shared memory admits (static_asserts below), and
+// its __launch_bounds__ minimum: ptxas must then stay within 168 registers, so a
+// change cannot silently cost a CTA per SM. Today's instances use far fewer (96
+// on int4 bf16 FOLD, nvcc 13.0, the same count as without the minimum).
 inline constexpr int kSwapCtasPerSm = 3;
 
 // One stage of one warp, in bytes:
@@ -184,11 +185,13 @@ enum Mode : int {
   kModePartials = 2,  // deterministic, P parts per segment: fp32 partials, reduced by a second kernel
 };
 
-// Weight units per warp each decode kernel pulls into L2 before its grid-dependency
-// wait (detail::enter_dependent). The swap kernel (M <= 8) prefetches its whole
-// ring: removing that measured 1.00-1.09x slower on seven of eight layers at
-// M = 1 (results/h200/2026-12-03-b/experiments/ab2_decode_decomp, column nopf);
-// gemm_kernel none (see its entry in decode_gemm.cuh).
+// Weight units per warp gemm_kernel (M > 8) pulls into L2 before its
+// grid-dependency wait (detail::enter_dependent): none. Without the prefetch it
+// measured 0.987x the time over M = 9-64 (96 points, int4 + int8; 0.87-0.92x on
+// 8B qkv / o / down at M = 9-16, up to 1.05x on a few points;
+// results/h200/2026-12-03-b/experiments/ab4_nopf_gemm). The swap kernel (M <= 8)
+// keeps prefetching its whole ring: without it, 1.00-1.09x slower on seven of
+// eight layers at M = 1 (ab2_decode_decomp, column nopf).
 inline constexpr int kGemmPrefetchUnits = 0;
 
 // Host-side heuristics (per launch): see decode_launch.cu.

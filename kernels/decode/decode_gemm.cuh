@@ -389,10 +389,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   }
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
-  // No L2 prefetch of the first units before the wait (the swap kernel's entry
-  // has one): measured 0.987x the time without it over M = 9-64 (96 points,
-  // int4 + int8, eight layers; 0.87-0.92x on 8B qkv / o / down at M = 9-16,
-  // up to 1.05x on a few points; results/h200/2026-12-03-b/experiments/ab4_nopf_gemm).
+  // kGemmPrefetchUnits (decode_config.h: none, measured faster than the swap kernel's ring prefetch here).
   detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, kGemmPrefetchUnits, lane);
 
   // ---- stage ring (S, STRIDE): 32-bit shared addresses, compare-and-wrap.
