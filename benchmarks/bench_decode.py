@@ -6,10 +6,17 @@
 
 Each measurement is the median of many CUDA-graph replays; one graph holds
 back-to-back calls cycling through enough weight copies that the weights come
-from HBM, not from L2. The M values of one (shape, bits) are timed in
-interleaved rounds (--rounds, default 3: M = 1, 16, ..., then again) and each
-point reports the median over rounds with its min and max, so a slow spell of
-the machine lands on every M alike instead of on one point. Reported per (shape, M): microseconds per call, the
+from HBM, not from L2. Each point reports the median of --rounds rounds
+(default 3) with its min and max. The M values of one (shape, bits) are timed
+in ascending M, all rounds of one M before the next (--order by-m, the
+default), after a --settle pause (default 0.5 s) that lets the board's power
+controller recover from the previous shape's heaviest point: on the H200 an
+M = 128 decode or cuBLAS point drives the board to its 700 W cap, the SM clock
+then drops to 1.2-1.9 GHz for a while, and a memory-bound M = 1 point timed
+right after reads up to 1.2x slower than the same kernel timed in an M = 1
+stream (benchmarks/results/h200/2026-12-03-c/experiments/m1_conditions/).
+--order interleaved times M = 1, 16, ..., then again (the order before
+2026-12-03-c), which spreads a slow spell over every M instead. Reported per (shape, M): microseconds per call, the
 weight stream (packed words + scales [+ zero points]) in TB/s, that as a
 fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
 bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
@@ -89,11 +96,17 @@ def main(argv=None):
     ap.add_argument("--zeros", action="store_true", help="with folded zero points")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--no-cublas", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per point (default 3)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per point (default 3)")
+    ap.add_argument("--order", choices=["by-m", "interleaved"], default="by-m",
+                    help="by-m: all rounds of one M, ascending M (default); interleaved: M = 1, 16, ..., then again")
+    ap.add_argument("--settle", type=float, default=0.5,
+                    help="seconds of idle before each (shape, bits), for the power controller (default 0.5)")
     ap.add_argument("--out", help="write the JSON records here")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
+    if args.settle < 0:
+        ap.error(f"--settle must be >= 0, got {args.settle}")
     if not torch.cuda.is_available() or not ops.has_extension():
         sys.exit(f"needs a CUDA device and the extension ({ops.extension_error()})")
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
@@ -116,7 +129,7 @@ def main(argv=None):
             if not args.no_cublas:
                 dn = copies_for(K * N * 2)
                 dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(dn)]
-            # Every M's calls first, then the rounds: M = 1, 16, ..., 1, 16, ... (interleaved).
+            # Every M's calls first, then the rounds (--order).
             xs = {M: torch.randn(M, K, device="cuda", dtype=dtype, generator=gen) for M in args.M}
             calls = {
                 M: [(lambda x=x, p=p, s=s, z=z: ops.gemm(x, p, s, z, None, None, bits, args.group, False, PATH_DECODE,
@@ -126,11 +139,16 @@ def main(argv=None):
             }
             rounds = {M: [] for M in args.M}
             cublas_rounds = {M: [] for M in args.M}
-            for _ in range(args.rounds):
-                for M in args.M:
-                    rounds[M].append(time_graph(calls[M]))
-                    if dense:
-                        cublas_rounds[M].append(time_graph([lambda x=xs[M], w=w: F.linear(x, w) for w in dense]))
+            if args.order == "by-m":
+                schedule = [M for M in sorted(args.M) for _ in range(args.rounds)]
+            else:
+                schedule = [M for _ in range(args.rounds) for M in args.M]
+            torch.cuda.synchronize()
+            time.sleep(args.settle)
+            for M in schedule:
+                rounds[M].append(time_graph(calls[M]))
+                if dense:
+                    cublas_rounds[M].append(time_graph([lambda x=xs[M], w=w: F.linear(x, w) for w in dense]))
             m1_us = None
             for M in args.M:
                 us = statistics.median(rounds[M])
@@ -143,7 +161,7 @@ def main(argv=None):
                     "shape": name, "K": K, "N": N, "M": M, "bits": bits, "group_size": args.group,
                     "dtype": args.dtype, "zeros": args.zeros, "deterministic": args.deterministic,
                     "path": "decode", "us": us, "us_min": min(rounds[M]), "us_max": max(rounds[M]),
-                    "rounds_us": rounds[M], "cublas_us": cublas_us, "weight_bytes": wbytes,
+                    "rounds_us": rounds[M], "order": args.order, "cublas_us": cublas_us, "weight_bytes": wbytes,
                     "weight_TBps": tbps, "frac_of_4.18": tbps / HBM_NOMINAL_TBPS, "hbm_read_TBps": ceiling,
                     "frac_of_measured_ceiling": tbps / ceiling, "ratio_to_m1": to_m1, "copies": len(copies),
                     "commit": commit,

@@ -29,3 +29,17 @@ def test_without_a_gpu_it_says_what_it_needs(bdec):
     with pytest.raises(SystemExit) as e:
         bdec.main(["--M", "1"])
     assert "needs a CUDA device" in str(e.value.code)
+
+
+def test_settle_must_not_be_negative(bdec, capsys):
+    with pytest.raises(SystemExit) as e:
+        bdec.main(["--settle", "-1"])
+    assert e.value.code == 2
+    assert "--settle must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_order_choices(bdec, capsys):
+    with pytest.raises(SystemExit) as e:
+        bdec.main(["--order", "random"])
+    assert e.value.code == 2
+    assert "invalid choice: 'random'" in capsys.readouterr().err
