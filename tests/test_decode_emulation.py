@@ -269,6 +269,31 @@ def _store_pair(mode, y, filled, partial, bias, part, rr, cc, v0, v1):
         partial[part, rr, cc + 1] = v1
 
 
+def _red_row_runs(y, rows, col0, w, M):
+    """gemm_kernel's atomic flush of one accumulator row half (detail::red_row_runs): w[lane][c] is the
+    lane's packed pair (columns 8 c + 2 t, + 1 of row rows[lane]); two butterfly rounds (lane ^ 1,
+    lane ^ 2) exactly as the kernel does them, then each lane adds two 8-column runs."""
+    t = [lane & 3 for lane in range(32)]
+    d = [[None] * 4 for _ in range(32)]
+    for k in range(4):
+        send = [w[lane][2 * k] if t[lane] & 1 else w[lane][2 * k + 1] for lane in range(32)]
+        for lane in range(32):
+            recv = send[lane ^ 1]
+            d[lane][k] = (recv, w[lane][2 * k + 1]) if t[lane] & 1 else (w[lane][2 * k], recv)
+    for m in range(2):
+        send = [d[lane][2 * m] if t[lane] & 2 else d[lane][2 * m + 1] for lane in range(32)]
+        for lane in range(32):
+            recv = send[lane ^ 2]
+            run = (recv, d[lane][2 * m + 1]) if t[lane] & 2 else (d[lane][2 * m], recv)
+            r = int(rows[lane])
+            if r >= M:
+                continue
+            c0 = col0 + 8 * (4 * m + t[lane])
+            for i, (v0, v1) in enumerate((*run[0], *run[1])):  # four packed pairs: columns c0 .. c0 + 7
+                y[r, c0 + 2 * i] += v0
+                y[r, c0 + 2 * i + 1] += v1
+
+
 def _finish(mode, y, filled, partial, bias):
     """The result of an emulated launch: the reduce kernel's sum for partials; direct mode checked."""
     if mode == "partials":
@@ -454,6 +479,12 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                     for mt in range(MT):
                         for h in range(2):
                             r = rowv + 16 * mt + 8 * h
+                            if mode == "atomic":  # 8-column runs after two shuffle rounds
+                                if c_mg * MT * 16 + 16 * mt + 8 * h < M:
+                                    w = [[(acc[mt, c, lane, 2 * h], acc[mt, c, lane, 2 * h + 1]) for c in range(8)]
+                                         for lane in range(32)]
+                                    _red_row_runs(y, r, (4 * c_q + warp) * 64, w, M)
+                                continue
                             for c in range(8):
                                 for lane in range(32):
                                     if r[lane] >= M:

@@ -191,6 +191,14 @@ SF_DEVICE float shfl_xor_f32(float v, int mask) {
   return d;
 }
 
+// 32-bit twin: exchanges packed halves between lanes (the decode epilogue's
+// 8-column runs).
+SF_DEVICE uint32_t shfl_xor_u32(uint32_t v, int mask) {
+  uint32_t d;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=r"(d) : "r"(v), "r"(mask));
+  return d;
+}
+
 // ---------------------------------------------------------------- packed half math
 
 // d = a * b + c on f16x2 with one rounding (HFMA2): removes the magic bias,
@@ -250,6 +258,37 @@ SF_DEVICE void red_add_f16x2(void* addr, uint32_t v) {
 // compiles to a compare-and-swap loop, which is why this is hand-written.
 SF_DEVICE void red_add_bf16x2(void* addr, uint32_t v) {
   asm volatile("red.global.add.noftz.bf16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
+// Eight consecutive halves (16-byte aligned) in one reduction (sm_90+:
+// REDG.E.ADD.F16x8 / BF16x8): a quarter of the atomic operations of four
+// packed pairs, for the decode epilogue's 8-column runs.
+SF_DEVICE void red_add_f16x8(void* addr, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+#else
+  uint32_t* w = static_cast<uint32_t*>(addr);
+  red_add_f16x2(w, v.x);
+  red_add_f16x2(w + 1, v.y);
+  red_add_f16x2(w + 2, v.z);
+  red_add_f16x2(w + 3, v.w);
+#endif
+}
+
+SF_DEVICE void red_add_bf16x8(void* addr, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+#else
+  uint32_t* w = static_cast<uint32_t*>(addr);
+  red_add_bf16x2(w, v.x);
+  red_add_bf16x2(w + 1, v.y);
+  red_add_bf16x2(w + 2, v.z);
+  red_add_bf16x2(w + 3, v.w);
+#endif
 }
 
 // ---------------------------------------------------------------- programmatic dependent launch

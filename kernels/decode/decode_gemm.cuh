@@ -103,6 +103,41 @@ SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
   }
 }
 
+// Atomic flush of one accumulator row of a warp's n64 block as 8-column runs.
+// On entry lane (g, t) holds the packed pairs w[c]: columns 8 c + 2 t, + 1 of
+// its row (c = 0..7, the mma.sync accumulator layout). Two butterfly rounds
+// (lane ^ 1, then lane ^ 2) leave it the whole runs of tiles c = t and 4 + t,
+// which it adds with two 16-byte reductions instead of eight 4-byte ones: a
+// quarter of the atomic operations (without this, dropping the flush made
+// M = 16 on the 8B layers 0.78-0.87x the time, 2026-12-03-c). All 32 lanes
+// call it (the shuffles); `row_ok` gates only the reductions. `row` points at
+// column 0 of the block in this lane's output row (16-byte aligned).
+template <bool BF16>
+SF_DEVICE void red_row_runs(uint16_t* row, const uint32_t (&w)[8], int t, bool row_ok) {
+  const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
+  uint32_t d[4][2];  // d[k]: columns 8 (2 k + odd) + 4 (t >> 1) .. + 3
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t recv = ptx::shfl_xor_u32(odd ? w[2 * k] : w[2 * k + 1], 1);
+    d[k][0] = odd ? recv : w[2 * k];
+    d[k][1] = odd ? w[2 * k + 1] : recv;
+  }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const uint32_t r0 = ptx::shfl_xor_u32(hi ? d[2 * m][0] : d[2 * m + 1][0], 2);
+    const uint32_t r1 = ptx::shfl_xor_u32(hi ? d[2 * m][1] : d[2 * m + 1][1], 2);
+    const uint4 run = hi ? make_uint4(r0, r1, d[2 * m + 1][0], d[2 * m + 1][1])
+                         : make_uint4(d[2 * m][0], d[2 * m][1], r0, r1);  // columns 8 (4 m + t) .. + 7
+    if (row_ok) {
+      if constexpr (BF16) {
+        ptx::red_add_bf16x8(row + 8 * (4 * m + t), run);
+      } else {
+        ptx::red_add_f16x8(row + 8 * (4 * m + t), run);
+      }
+    }
+  }
+}
+
 // The scales of the eight fragment columns of this lane, 8 c + g (c = 0..7,
 // g = lane / 4: tile c of the B-operand kernels, A row g of m16 tile c / 2 in
 // swap_kernel), from one staged scale row (64 columns, 128 bytes at `row`),
@@ -624,6 +659,23 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
       }
     }
     const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
+    if (p.mode == kModeAtomic) {
+      const int col0 = (4 * q + warp) * format::kBlockN;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row + 16 * mt + 8 * h;
+          if (r - g >= p.M) continue;  // no row of this half exists (warp-uniform)
+          uint32_t w[8];
+#pragma unroll
+          for (int c = 0; c < 8; ++c) w[c] = detail::pack<BF16>(acc[mt][c][2 * h], acc[mt][c][2 * h + 1]);
+          detail::red_row_runs<BF16>(p.y + static_cast<long long>(r < p.M ? r : 0) * p.N + col0, w, t, r < p.M);
+        }
+      }
+      detail::clear(acc);
+      return;
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -634,9 +686,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
         for (int c = 0; c < 8; ++c) {
           const float v0 = acc[mt][c][2 * h], v1 = acc[mt][c][2 * h + 1];
           const long long off = static_cast<long long>(r) * p.N + col + 8 * c;
-          if (p.mode == kModeAtomic) {
-            detail::red_pair<BF16>(p.y + off, detail::pack<BF16>(v0, v1));
-          } else if (p.mode == kModeDirect) {
+          if (p.mode == kModeDirect) {
             *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b[c][0], v1 + b[c][1]);
           } else {
             *reinterpret_cast<float2*>(p.partials + static_cast<long long>(part) * p.M * p.N + off) =
