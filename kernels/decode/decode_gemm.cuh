@@ -108,10 +108,11 @@ SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
 // its row (c = 0..7, the mma.sync accumulator layout). Two butterfly rounds
 // (lane ^ 1, then lane ^ 2) leave it the whole runs of tiles c = t and 4 + t,
 // which it adds with two 16-byte reductions instead of eight 4-byte ones: a
-// quarter of the atomic operations (without this, dropping the flush made
-// M = 16 on the 8B layers 0.78-0.87x the time, 2026-12-03-c). All 32 lanes
-// call it (the shuffles); `row_ok` gates only the reductions. `row` points at
-// column 0 of the block in this lane's output row (16-byte aligned).
+// quarter of the atomic operations: 0.914x the time over 112 decode points,
+// 0.64-0.88x on int4 8B qkv / o / down at M = 16-64 (2026-12-03-c,
+// experiments/ab4_red_runs). All 32 lanes call it (the shuffles); `row_ok`
+// gates only the reductions. `row` points at column 0 of the block in this
+// lane's output row (16-byte aligned: y is, and N is a multiple of 64).
 template <bool BF16>
 SF_DEVICE void red_row_runs(uint16_t* row, const uint32_t (&w)[8], int t, bool row_ok) {
   const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
