@@ -16,8 +16,9 @@ then drops to 1.2-1.9 GHz for a while, and a memory-bound M = 1 point timed
 right after reads up to 1.2x slower than the same kernel timed in an M = 1
 stream (benchmarks/results/h200/2026-12-03-c/experiments/m1_conditions/).
 --order interleaved times M = 1, 16, ..., then again (the order before
-2026-12-03-c), which spreads a slow spell over every M instead. Reported per (shape, M): microseconds per call, the
-weight stream (packed words + scales [+ zero points]) in TB/s, that as a
+2026-12-03-c), which spreads a slow spell over every M instead.
+
+Reported per (shape, M): microseconds per call, the weight stream (packed words + scales [+ zero points]) in TB/s, that as a
 fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
 bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
 timed the same way, and the time over this run's M = 1 time of the same

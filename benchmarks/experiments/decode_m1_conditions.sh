@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Why 70B M = 1 decode reads ~1.2x slower inside a results run than alone (2026-12-03-b README):
-# the same build timed alone (--no-cublas, M = 1 only), with cuBLAS interleaved, with cuBLAS and
-# M = 128 interleaved (bench_decode.py times, per round, decode then cuBLAS for each M, so each
-# M = 1 point follows the previous round's cuBLAS M = 128), then alone again; nvidia-smi samples SM
-# and memory clocks, power and throttle reasons every 100 ms alongside. One device call (carry .whl
-# and prebuilt/ with _C.so and _C_build.json), about 60 s:
+# Why 70B M = 1 decode read ~1.2x slower inside the 2026-12-03-b results run than alone: the same
+# build timed alone (--no-cublas, M = 1 only), with cuBLAS interleaved, with cuBLAS and M = 128
+# interleaved (--order interleaved: per round decode then cuBLAS for each M, so each M = 1 point
+# follows the previous round's M = 128 points), then alone again; nvidia-smi samples SM and memory
+# clocks, power and throttle reasons every 100 ms alongside. One device call (carry .whl and
+# prebuilt/ with _C.so and _C_build.json), about 60 s:
 #   bash benchmarks/experiments/decode_m1_conditions.sh
+# Answer (2026-12-03-c/experiments/m1_conditions/): the M = 128 points hold the board at its 700 W
+# power cap and the M = 1 point after them runs at a lower SM clock.
 set -u
 python3 -m pip install -q --no-index --no-deps .whl/*.whl
 export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
@@ -16,7 +18,8 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 smi=$!
 run() {
   echo "=== $1 $(date +%T.%N)" >> "$OUT/conditions.txt"; shift
-  timeout 40 python benchmarks/bench_decode.py --shapes 70b_gate_up 70b_down --bits 4 --rounds 3 "$@" \
+  timeout 40 python benchmarks/bench_decode.py --shapes 70b_gate_up 70b_down --bits 4 --rounds 3 \
+    --order interleaved "$@" \
     >> "$OUT/conditions.txt" 2>&1
 }
 run alone --M 1 --no-cublas

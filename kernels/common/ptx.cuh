@@ -185,19 +185,15 @@ SF_DEVICE uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 // Warp shuffle (butterfly): the swapped-operand decode epilogue trades one
 // token's value with the lane holding the adjacent output column, so each
 // lane owns a column pair of one token for a packed-pair red.global.
-SF_DEVICE float shfl_xor_f32(float v, int mask) {
-  float d;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=f"(d) : "f"(v), "r"(mask));
-  return d;
-}
-
-// 32-bit twin: exchanges packed halves between lanes (the decode epilogue's
+// The 32-bit form also moves packed halves (the gemm_kernel epilogue's
 // 8-column runs).
 SF_DEVICE uint32_t shfl_xor_u32(uint32_t v, int mask) {
   uint32_t d;
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;\n" : "=r"(d) : "r"(v), "r"(mask));
   return d;
 }
+
+SF_DEVICE float shfl_xor_f32(float v, int mask) { return __uint_as_float(shfl_xor_u32(__float_as_uint(v), mask)); }
 
 // ---------------------------------------------------------------- packed half math
 
@@ -260,35 +256,20 @@ SF_DEVICE void red_add_bf16x2(void* addr, uint32_t v) {
   asm volatile("red.global.add.noftz.bf16x2 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
 
-// Eight consecutive halves (16-byte aligned) in one reduction (sm_90+:
-// REDG.E.ADD.F16x8 / BF16x8): a quarter of the atomic operations of four
-// packed pairs, for the decode epilogue's 8-column runs.
+// Eight consecutive halves (16-byte aligned) in one reduction, sm_90+ only
+// (REDG.E.ADD.F16x8 / BF16x8): a quarter of the atomic operations of four
+// packed pairs, for the decode epilogue's 8-column runs (detail::red_run picks
+// these or the pairs by architecture).
 SF_DEVICE void red_add_f16x8(void* addr, uint4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w)
                : "memory");
-#else
-  uint32_t* w = static_cast<uint32_t*>(addr);
-  red_add_f16x2(w, v.x);
-  red_add_f16x2(w + 1, v.y);
-  red_add_f16x2(w + 2, v.z);
-  red_add_f16x2(w + 3, v.w);
-#endif
 }
 
 SF_DEVICE void red_add_bf16x8(void* addr, uint4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};\n" ::"l"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
                "r"(v.w)
                : "memory");
-#else
-  uint32_t* w = static_cast<uint32_t*>(addr);
-  red_add_bf16x2(w, v.x);
-  red_add_bf16x2(w + 1, v.y);
-  red_add_bf16x2(w + 2, v.z);
-  red_add_bf16x2(w + 3, v.w);
-#endif
 }
 
 // ---------------------------------------------------------------- programmatic dependent launch

@@ -103,13 +103,31 @@ SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
   }
 }
 
+// Eight consecutive outputs (16-byte aligned) in one reduction on sm_90+, as
+// four packed pairs before.
+template <bool BF16>
+SF_DEVICE void red_run(uint16_t* addr, uint4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (BF16) {
+    ptx::red_add_bf16x8(addr, v);
+  } else {
+    ptx::red_add_f16x8(addr, v);
+  }
+#else
+  red_pair<BF16>(addr, v.x);
+  red_pair<BF16>(addr + 2, v.y);
+  red_pair<BF16>(addr + 4, v.z);
+  red_pair<BF16>(addr + 6, v.w);
+#endif
+}
+
 // Atomic flush of one accumulator row of a warp's n64 block as 8-column runs.
 // On entry lane (g, t) holds the packed pairs w[c]: columns 8 c + 2 t, + 1 of
 // its row (c = 0..7, the mma.sync accumulator layout). Two butterfly rounds
 // (lane ^ 1, then lane ^ 2) leave it the whole runs of tiles c = t and 4 + t,
-// which it adds with two 16-byte reductions instead of eight 4-byte ones: a
-// quarter of the atomic operations: 0.914x the time over 112 decode points,
-// 0.64-0.88x on int4 8B qkv / o / down at M = 16-64 (2026-12-03-c,
+// which it adds with two 16-byte reductions instead of eight 4-byte ones (a
+// quarter of the atomic operations). Measured 0.914x the time over 112 decode
+// points, 0.64-0.88x on int4 8B qkv / o / down at M = 16-64 (2026-12-03-c,
 // experiments/ab4_red_runs). All 32 lanes call it (the shuffles); `row_ok`
 // gates only the reductions. `row` points at column 0 of the block in this
 // lane's output row (16-byte aligned: y is, and N is a multiple of 64).
@@ -129,13 +147,7 @@ SF_DEVICE void red_row_runs(uint16_t* row, const uint32_t (&w)[8], int t, bool r
     const uint32_t r1 = ptx::shfl_xor_u32(hi ? d[2 * m][1] : d[2 * m + 1][1], 2);
     const uint4 run = hi ? make_uint4(r0, r1, d[2 * m + 1][0], d[2 * m + 1][1])
                          : make_uint4(d[2 * m][0], d[2 * m][1], r0, r1);  // columns 8 (4 m + t) .. + 7
-    if (row_ok) {
-      if constexpr (BF16) {
-        ptx::red_add_bf16x8(row + 8 * (4 * m + t), run);
-      } else {
-        ptx::red_add_f16x8(row + 8 * (4 * m + t), run);
-      }
-    }
+    if (row_ok) red_run<BF16>(row + 8 * (4 * m + t), run);
   }
 }
 

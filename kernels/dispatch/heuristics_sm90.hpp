@@ -38,8 +38,10 @@ inline constexpr Table kSm90 = {
     //   between 32 and 40 (70B qkv nearer 48: 0.96-1.01 at 40-48, left to prefill); the four at
     //   or below it (8B qkv, o, down, 70B o) between 24 and 32, whatever their N: decode's fixed
     //   cost per call (2-3 us at M = 1, 0.3-0.6 us of it the output-zeroing launch; 2026-12-03-b
-    //   experiments) weighs more on a small weight stream. The 2026-12-03 decode changes (fewer instructions per unit, 0.96x the time)
-    //   moved the small-layer crossover up from 16-24 (2026-12-02-f, the previous value 16).
+    //   experiments) weighs more on a small weight stream. The 2026-12-03 decode changes (fewer
+    //   instructions per unit, 0.96x the time) moved the small-layer crossover up from 16-24
+    //   (2026-12-02-f, the previous value 16). Not yet re-measured after gemm_kernel's 16-byte
+    //   atomic runs (663b98b, 0.64-0.88x on the small layers at M = 16-64): docs/DECODE.md.
     //   benchmarks/table_verdict.py on this sweep with this table: int4 150/152 points within 3%
     //   of the fastest path (misses: 8B qkv M = 40, prefill 1.07x decode, which is not monotonic
     //   there: 1.09 at 32, 0.94 at 40; 70B qkv M = 40, 1.03x), int8 148/152 (8B qkv M = 40 1.10x
