@@ -182,13 +182,16 @@ def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
 
 
 def test_sm90_small_layer_rule(tables):
-    """Layers of at most 8192 x 8192 weights hand over to prefill earlier (decode's fixed costs weigh
-    more there); the bound is on K * N, so 70B o (exactly 8192 x 8192) is small and 70B qkv is not."""
+    """The 8B-class layers (at most 4096 x 14336 weights) keep decode longer than the large ones: the
+    sm90 prefill grid of such a layer is a third of the SMs or less, so prefill's BT 64 tile costs
+    there what it costs on a 70B layer. The bound is on K * N, so 8B down (exactly 4096 x 14336) is
+    small and 70B o (8192 x 8192) is not."""
     t = tables.table(SM90)
-    assert t["small_kn"] == 8192 * 8192
-    assert t["small_max_m"] < t["decode_max_m"]
+    assert t["small_kn"] == 4096 * 14336
+    assert t["small_max_m"] > t["decode_max_m"] and t["small_max_m_int8"] >= t["small_max_m"]
     # one weight row either side of the bound, both bit widths, at the limit and one past it
-    for K, N, small in ((8192, 8192, True), (8192, 8192 + 128, False), (4096, 16384, True), (4096, 16384 + 128, False)):
+    for K, N, small in ((4096, 14336, True), (4096, 14336 + 128, False), (14336, 4096, True),
+                        (8192, 7168, True), (8192, 7168 + 128, False), (8192, 8192, False)):
         assert decode_limit(t, 4, K, N) == (t["small_max_m"] if small else t["decode_max_m"])
         for bits in (4, 8):
             want = decode_limit(t, bits, K, N)

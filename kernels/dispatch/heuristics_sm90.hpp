@@ -20,34 +20,37 @@ namespace heuristics {
 
 inline constexpr Table kSm90 = {
     "sm90 (H200-measured, 2026-12-03)",
-    // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps M <= 32,
-    //   and on small layers (K * N <= 8192 * 8192) M <= 24, for int4 and int8 alike (the
-    //   refinements at the end of this table).
-    // measured: benchmarks/results/h200/2026-12-03/ (decode kernels at f6708ca, prefill as in
-    //   2026-12-02-f; bench_dispatch.py --bits 4 8 --m 1,16,...,8192 --rounds 3): decode /
-    //   prefill time per shape at M = 16, 24, 32, 40, 48, 56, 64
-    //   int4: 8B qkv 0.71 0.91 1.09 0.94 0.99 1.17 1.26   8B o 0.86 0.96 1.10 1.20 1.33 1.59 1.77
-    //         8B gate_up 0.71 0.88 0.92 1.13 1.16 1.42 1.47   8B down 0.83 1.01 1.14 1.13 1.21 1.48 1.55
-    //         70B qkv 0.62 0.80 0.86 0.97 1.01 1.25 1.28   70B o 0.73 0.94 1.07 1.16 1.22 1.47 1.52
-    //         70B gate_up 0.65 0.87 0.88 1.15 1.14 1.44 1.48   70B down 0.66 0.90 0.92 1.13 1.18 1.44 1.48
-    //   int8: 8B qkv 0.74 0.89 0.98 0.91 0.96 1.10 1.16   8B o 0.91 1.07 1.21 1.04 1.17 1.31 1.43
-    //         8B gate_up 0.81 0.87 0.91 1.05 1.08 1.26 1.27   8B down 0.84 0.95 1.06 1.06 1.12 1.30 1.36
-    //         70B qkv 0.74 0.82 0.86 0.96 1.00 1.15 1.18   70B o 0.79 0.94 1.06 1.08 1.14 1.31 1.35
-    //         70B gate_up 0.81 0.89 0.90 1.09 1.09 1.29 1.31   70B down 0.82 0.88 0.91 1.06 1.09 1.26 1.27
-    //   The four layers above 8192 x 8192 weights (8B gate_up, 70B qkv, gate_up, down) cross
-    //   between 32 and 40 (70B qkv nearer 48: 0.96-1.01 at 40-48, left to prefill); the four at
-    //   or below it (8B qkv, o, down, 70B o) between 24 and 32, whatever their N: decode's fixed
-    //   cost per call (2-3 us at M = 1, 0.3-0.6 us of it the output-zeroing launch; 2026-12-03-b
-    //   experiments) weighs more on a small weight stream. The 2026-12-03 decode changes (fewer
-    //   instructions per unit, 0.96x the time) moved the small-layer crossover up from 16-24
-    //   (2026-12-02-f, the previous value 16). Not yet re-measured after gemm_kernel's 16-byte
-    //   atomic runs (663b98b, 0.64-0.88x on the small layers at M = 16-64): docs/DECODE.md.
-    //   benchmarks/table_verdict.py on this sweep with this table: int4 150/152 points within 3%
-    //   of the fastest path (misses: 8B qkv M = 40, prefill 1.07x decode, which is not monotonic
-    //   there: 1.09 at 32, 0.94 at 40; 70B qkv M = 40, 1.03x), int8 148/152 (8B qkv M = 40 1.10x
-    //   and M = 48 1.04x, 8B o M = 24 decode 1.07x, 70B qkv M = 40 1.04x); with the previous
-    //   value 16, 147/152 and 146/152. Checked on the GPU in benchmarks/results/h200/2026-12-03-b/
-    //   (the same bench_dispatch.py command, build 39acac8): int4 151/152, int8 147/152.
+    // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps M <= 32 on
+    //   large layers, and on the 8B-class layers (K * N <= 4096 * 14336) M <= 48 (int4) and
+    //   M <= 64 (int8): the refinements at the end of this table.
+    // measured: benchmarks/results/h200/2026-12-03-d/ (build 44541dd, after gemm_kernel's 16-byte
+    //   atomic runs; prefill as in 2026-12-02-g): python benchmarks/bench_dispatch.py --bits 4 8
+    //   --m 1,16,24,32,40,48,56,64,72,80,96,128,...,8192 --rounds 5. Decode / prefill time per
+    //   shape at M = 24, 32, 40, 48, 56, 64, 72, 80, 96:
+    //   int4: 8B qkv 0.69 0.77 0.71 0.75 0.92 0.93 0.97 1.02 1.05   8B o 0.85 0.89 0.83 0.87 1.07 1.10 1.00 1.02 1.03
+    //         8B down 0.86 0.90 0.98 1.01 1.27 1.28 1.34 1.35 1.36   8B gate_up 0.85 0.88 1.07 1.08 1.32 1.35 1.51 1.51 1.53
+    //         70B qkv 0.77 0.79 0.93 0.93 1.15 1.15 1.24 1.24 1.23   70B o 0.89 0.94 1.04 1.05 1.28 1.30 1.40 1.41 1.43
+    //         70B gate_up 0.86 0.89 1.12 1.13 1.39 1.41 1.59 1.59 1.67   70B down 0.88 0.89 1.10 1.13 1.40 1.39 1.57 1.57 1.56
+    //   int8: 8B qkv 0.69 0.72 0.71 0.76 0.83 0.85 0.95 0.98 1.01   8B o 0.75 0.80 0.77 0.81 0.91 0.94 1.09 1.12 1.14
+    //         8B down 0.84 0.88 0.94 0.97 1.10 1.12 1.36 1.37 1.39   8B gate_up 0.82 0.85 1.00 1.02 1.16 1.16 1.39 1.39 1.45
+    //         70B qkv 0.78 0.80 0.92 0.94 1.05 1.06 1.22 1.23 1.25   70B o 0.88 0.92 1.00 1.03 1.15 1.16 1.40 1.40 1.41
+    //         70B gate_up 0.87 0.88 1.08 1.07 1.28 1.30 1.52 1.53 1.56   70B down 0.86 0.88 1.05 1.09 1.24 1.24 1.49 1.49 1.51
+    //   Decode's time steps where its regime changes (M = 33: three m16 tiles per weight stream;
+    //   M = 49: Stream-K over four), prefill's stays flat through M = 64 (one BT 64 tile), so the
+    //   crossovers sit at 32, 48 or 64. The large layers cross at 32. The three 8B-class layers
+    //   (8B qkv, o, down: 25-59 M weights) keep decode through 48 on int4 and 64 on int8; the
+    //   next measured size, 70B o (67 M), crosses at 32 like the large layers, so the bound
+    //   sits between them. 70B qkv (84 M, 80 prefill tiles on 132 SMs) would keep decode through
+    //   48 (0.93) but no size bound separates it from 70B o and 70B down, which must not.
+    //   benchmarks/table_verdict.py on this sweep with this table: int4 164/168 points within 3%
+    //   of the fastest path (misses: 8B qkv M = 56 / 64, prefill 1.07-1.09x decode's time; 70B
+    //   qkv M = 40 / 48, 1.07-1.08x), int8 162/168 (8B down M = 56 / 64, decode 1.10-1.12x
+    //   prefill's; 70B qkv M = 40 / 48; 8B qkv M = 72, 1.05x; 8B qkv M = 1024, prefill 1.04x the
+    //   dense tier). With the previous values (K * N <= 8192 * 8192 through 24, the rest through
+    //   32): 156/168 and 150/168.
+    //   History: 2026-12-03 (f6708ca) crossed the small layers at 24-32 and the large at 32-40;
+    //   gemm_kernel's 16-byte atomic runs (663b98b, 0.64-0.88x the time on the small layers at
+    //   M = 16-64) moved the 8B-class crossovers up.
     /*decode_max_m=*/32,
     // measured: no underfill rule on the H200 (0 = off). The prefill plan splits the last wave
     // along K, so a grid of N / 128 < 132 tiles does not idle SMs: 8B o (32 tiles) is 1.77x faster
@@ -82,13 +85,12 @@ inline constexpr Table kSm90 = {
     // that the dense tier folds into its writes, so it cannot cross later than plain int4/int8: 96.
     /*dense_vs_decode=*/DenseFrom{/*int4=*/96, /*int4_k_heavy=*/128, /*int8=*/96, /*int8_k_heavy=*/96,
                                   /*act_order=*/96},
-    // measured (see decode_max_m above): int8 crosses where int4 does; small layers
-    // (K * N <= 8192 * 8192) keep M <= 24 (int8 8B o alone is 7% slower there than prefill;
-    // 8B qkv, 8B down and 70B o gain 5-11%).
+    // measured (see decode_max_m above): int8 crosses where int4 does on the large layers; the
+    // 8B-class layers (K * N <= 4096 * 14336) keep decode through M = 48 (int4) and M = 64 (int8).
     /*decode_max_m_int8=*/kSame,
-    /*small_kn=*/8192LL * 8192,
-    /*small_max_m=*/24,
-    /*small_max_m_int8=*/kSame,
+    /*small_kn=*/4096LL * 14336,
+    /*small_max_m=*/48,
+    /*small_max_m_int8=*/64,
 };
 
 }  // namespace heuristics
