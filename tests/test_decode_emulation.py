@@ -178,9 +178,29 @@ def plan_tiles(M: int) -> tuple[int, int]:
 RAW_OFFSET = {(4, True): 136.0, (4, False): 0.0, (8, True): 0.0, (8, False): 1152.0}  # dequant::kRawOffset
 
 
-def use_fold(bits, group, channelwise, MT):
-    """decode_launch.cu use_fold."""
-    return MT == 1 and (channelwise or bits == 8 or group >= 64)
+FOLD_MAX_TILES = 2  # decode_config.h kFoldMaxTiles
+FOLD_MT2_MAX_WEIGHTS_PER_SM = 1 << 19  # decode_config.h kFoldMt2MaxWeightsPerSm
+
+
+def use_fold(bits, group, channelwise, MT, K, N, sms=132):
+    """decode_launch.cu use_fold (the emulated problems are small: MT = 2 folds on any SM count)."""
+    if MT > FOLD_MAX_TILES or not (channelwise or bits == 8 or group >= 64):
+        return False
+    return MT == 1 or K * N <= FOLD_MT2_MAX_WEIGHTS_PER_SM * sms
+
+
+def test_mirrored_constants_match_the_header(tmp_path):
+    """The launcher constants this emulation mirrors are decode_config.h's (compiled here)."""
+    import host_cxx
+
+    program = r"""
+#include <cstdio>
+#include "kernels/decode/decode_config.h"
+using namespace swordfish::decode;
+int main() { std::printf("%d %lld %d\n", kFoldMaxTiles, kFoldMt2MaxWeightsPerSm, kSwapMaxM); }
+"""
+    got = host_cxx.run(tmp_path, program, "decode_config.h").split()
+    assert got == [str(FOLD_MAX_TILES), str(FOLD_MT2_MAX_WEIGHTS_PER_SM), str(SWAP_MAX_M)]
 
 
 def swizzle_128(o: int) -> int:
@@ -309,8 +329,8 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
 
     share: gemm_kernel<..., SHARE = true> (kShareActs), else the lane-local staging.
 
-    MT = 1 problems take the FOLD kernel when the launcher would: raw values
-    into the MMA, the scale applied per group (decode_gemm.cuh fold()).
+    MT <= FOLD_MAX_TILES problems take the FOLD kernel when the launcher would: raw
+    values into the MMA, the scale applied per group (decode_gemm.cuh fold()).
     This is gemm_kernel; the launcher runs M <= 8 on swap_kernel instead
     (emulate_swap below), so the M <= 8 cases here keep gemm_kernel's index
     math checked for kSwapEnabled = false.
@@ -324,7 +344,7 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     MT, MG = plan_tiles(M)
     units = quads * MG * KB
     gshift = 31 if channelwise else int(math.log2(group))
-    fold = use_fold(bits, group, channelwise, MT)
+    fold = use_fold(bits, group, channelwise, MT, K, N)
     fold_mask = ((128 if channelwise else group) // BK - 1) if fold else 0
     offset = RAW_OFFSET[(bits, dtype == torch.bfloat16)]
     row_sums = fold and (offset != 0.0 or zeros is not None)
@@ -392,8 +412,8 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                 return torch.where(odd, hi[src], lo[src])  # (32, 8) the column's scale for each tile
 
             acc = torch.zeros(MT, 8, 32, 4, dtype=torch.float64)
-            raw = torch.zeros(8, 32, 4, dtype=torch.float64)
-            xsum = torch.zeros(32, 4, dtype=torch.float64)  # the kernel's xs[]: row sums of x per group
+            raw = torch.zeros(MT, 8, 32, 4, dtype=torch.float64)
+            xsum = torch.zeros(MT, 32, 4, dtype=torch.float64)  # the kernel's xs[]: row sums of x per group
             ones = torch.ones(32, 2, 2, dtype=torch.float64)
             seg_left, c_q, c_mg = min(KB - kb0, n), q0, mg0
             c_kb = kb0
@@ -425,7 +445,8 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                         return values.to(torch.float64) + offset
 
                     if fold and row_sums:
-                        _mma(xsum, a[0], ones)
+                        for mt in range(MT):
+                            _mma(xsum[mt], a[mt], ones)
                     if bits == 4:
                         for j in range(4):
                             w = wv[sl, :, j]
@@ -435,8 +456,9 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                 hi = ((w >> (16 + 4 * i)) & 0xF) - 8
                                 pairs.append(torch.stack([lo, hi], 1).to(torch.float64))
                             if fold:
-                                _mma(raw[2 * j], a[0], torch.stack([rawv(pairs[0]), rawv(pairs[1])], 1))
-                                _mma(raw[2 * j + 1], a[0], torch.stack([rawv(pairs[2]), rawv(pairs[3])], 1))
+                                for mt in range(MT):
+                                    _mma(raw[mt, 2 * j], a[mt], torch.stack([rawv(pairs[0]), rawv(pairs[1])], 1))
+                                    _mma(raw[mt, 2 * j + 1], a[mt], torch.stack([rawv(pairs[2]), rawv(pairs[3])], 1))
                                 continue
                             b0, b1 = frag(pairs[0], 2 * j), frag(pairs[1], 2 * j)
                             b2, b3 = frag(pairs[2], 2 * j + 1), frag(pairs[3], 2 * j + 1)
@@ -452,7 +474,8 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                 p0 = torch.stack([byte[0], byte[2]], 1).to(torch.float64)
                                 p1 = torch.stack([byte[1], byte[3]], 1).to(torch.float64)
                                 if fold:
-                                    _mma(raw[c], a[0], torch.stack([rawv(p0), rawv(p1)], 1))
+                                    for mt in range(MT):
+                                        _mma(raw[mt, c], a[mt], torch.stack([rawv(p0), rawv(p1)], 1))
                                     continue
                                 b0, b1 = frag(p0, c), frag(p1, c)
                                 for mt in range(MT):
@@ -465,11 +488,13 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                         lo, hi, z = srows[0]
                         sp = _scale_pairs(lo, hi)
                         zp = None if z is None else _scale_pairs(*z)
-                        for c in range(8):
-                            col_s = torch.stack([sp[:, c, 0], sp[:, c, 1], sp[:, c, 0], sp[:, c, 1]], 1)
-                            acc[0, c] += col_s * (raw[c] - offset * xsum)
-                            if zp is not None:
-                                acc[0, c] += torch.stack([zp[:, c, 0], zp[:, c, 1], zp[:, c, 0], zp[:, c, 1]], 1) * xsum
+                        for mt in range(MT):
+                            for c in range(8):
+                                col_s = torch.stack([sp[:, c, 0], sp[:, c, 1], sp[:, c, 0], sp[:, c, 1]], 1)
+                                acc[mt, c] += col_s * (raw[mt, c] - offset * xsum[mt])
+                                if zp is not None:
+                                    col_z = torch.stack([zp[:, c, 0], zp[:, c, 1], zp[:, c, 0], zp[:, c, 1]], 1)
+                                    acc[mt, c] += col_z * xsum[mt]
                         raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
                         xsum.zero_()
                 seg_left -= 1
@@ -535,6 +560,10 @@ CASES = [
     (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic", 1),    # offset 0
     (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),    # offset 1152 + zeros, 4 units/group
     (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 0, "partials", 3),
+    # MT = 2 FOLD kernels (kFoldMaxTiles): two tiles' raw sums and row sums, folded per group
+    (4, 30, 512, 256, 128, False, True, True, torch.bfloat16, 5, "atomic", 1),   # offset 136 + zero points
+    (8, 25, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),   # offset 1152 + zeros
+    (4, 32, 384, 192, 128, True, False, False, torch.float16, 2, "partials", 2),  # channelwise, offset 0
     # short last quads with shared activations: warps without a column walk the range idle
     (4, 12, 256, 64 * 5, 128, False, False, True, torch.bfloat16, 3, "atomic", 1),  # 1 column in quad 1
     (8, 40, 128, 64 * 7, 32, False, True, True, torch.float16, 3, "atomic", 1),     # int8 MT 3: a half pass
@@ -574,7 +603,7 @@ def test_emulated_kernel_matches_reference(case, share):
         grid = segs * parts
     y = emulate(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                 grid=grid, mode=mode, parts=parts, share=share)
-    fold = use_fold(bits, group, channelwise, plan_tiles(M)[0])
+    fold = use_fold(bits, group, channelwise, plan_tiles(M)[0], K, N)
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)
     assert not torch.isnan(y).any(), "a padding row or unwritten output leaked into y"
@@ -749,7 +778,7 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
     quads = -(-ncols // 4)
     units = quads * KB
     gshift = 31 if channelwise else int(math.log2(group))
-    fold = use_fold(bits, group, channelwise, 1)
+    fold = use_fold(bits, group, channelwise, 1, K, N)
     fold_mask = ((128 if channelwise else group) // BK - 1) if fold else 0
     offset = RAW_OFFSET[(bits, dtype == torch.bfloat16)]
     row_sums = fold and (offset != 0.0 or zeros is not None)
@@ -880,7 +909,7 @@ def test_emulated_swap_kernel_matches_reference(case):
         grid = -(-(N // 64) // 4) * parts
     y = emulate_swap(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                      grid=grid, mode=mode, parts=parts)
-    fold = use_fold(bits, group, channelwise, 1)
+    fold = use_fold(bits, group, channelwise, 1, K, N)
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)
     assert not torch.isnan(y).any(), "a padding token or unwritten output leaked into y"

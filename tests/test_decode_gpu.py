@@ -219,6 +219,24 @@ def test_odd_shapes(bits, K, N, group, M):
         _check(w.gemm(x, bias, det), w.reference(x, bias), _tolerance(w, bool(det)), f"det={det}")
 
 
+@pytest.mark.parametrize("M", [17, 32])
+@pytest.mark.parametrize("bits,dtype,zeros", [(4, torch.bfloat16, False), (8, torch.float16, True)])
+def test_mt2_on_a_large_layer(bits, dtype, zeros, M):
+    """M = 17-32 (two m16 tiles) on a layer above kFoldMt2MaxWeightsPerSm x SMs (decode_config.h:
+    2^19 weights per SM, 69 M on 132 SMs; this one is 70B qkv's 4096 x 20480 = 84 M): the unfolded
+    MT = 2 instances, which the small layers of the other tests (FOLD at MT = 2) never reach, in both
+    epilogues."""
+    w = Weight(bits=bits, K=4096, N=20480, group=128, channelwise=False, zeros=zeros, act_order=False,
+               dtype=dtype, seed=50 + M)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if w.K * w.N <= (1 << 19) * sms:
+        pytest.skip(f"{sms} SMs: this layer is below the FOLD bound, so it would test FOLD again")
+    x, bias = _x(M, w.K, dtype, 60 + M), _bias(w.N, dtype, 70 + M)
+    ref = w.reference(x, bias)
+    for det in (0, 1):
+        _check(w.gemm(x, bias, det), ref, _tolerance(w, bool(det)), f"M={M} det={det}")
+
+
 def test_m_zero():
     w = Weight(bits=4, K=128, N=128, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.float16, seed=0)

@@ -122,10 +122,28 @@ SF_HOST_DEVICE constexpr int gemm_smem_bytes(int bits, int mt, bool zeros, bool 
 }
 
 // __launch_bounds__ minimum CTAs per SM: with shared activations, MT <= 2
-// fits 3 CTAs by shared memory, so the registers must allow 3 too (<= 168).
-// 0 elsewhere: no minimum, ptxas' default register heuristic (an explicit 1
-// changes it: +8..35 registers on the lane-local kernels, measured with nvcc 13.0).
-SF_HOST_DEVICE constexpr int gemm_min_ctas(int mt, bool share) { return share && mt <= 2 ? 3 : 0; }
+// fits 3 CTAs by shared memory, so the registers must allow 3 too (<= 168),
+// except FOLD at MT = 2, whose second accumulator set (64 more floats) spilled
+// at 168 (ptxas, nvcc 13.0): 2 CTAs (<= 255). 0 elsewhere: no minimum,
+// ptxas' default register heuristic (an explicit 1 changes it: +8..35
+// registers on the lane-local kernels, measured with nvcc 13.0).
+SF_HOST_DEVICE constexpr int gemm_min_ctas(int mt, bool share, bool fold = false) {
+  return !share || mt > 2 ? 0 : fold && mt == 2 ? 2 : 3;
+}
+
+// The fp32 per-group scale fold (gemm_kernel's FOLD instances) runs for MT <= this
+// many m16 tiles: each tile keeps a second accumulator set (raw values and row sums).
+inline constexpr int kFoldMaxTiles = 2;
+// ... and at MT = 2 (M = 17-32) only on layers of at most this many weights per SM
+// (69 M on the H200's 132 SMs: 70B o, 67 M, folds; 70B qkv, 84 M, does not): FOLD at
+// MT = 2 needs 220-247 registers, so 2 CTAs per SM instead of 3. Measured on the
+// H200 (2026-12-03-d, experiments/ab_fold2: FOLD at MT = 2 everywhere against
+// nowhere, M = 17 / 24 / 32, int4 and int8 g128 bf16): 8B o 0.85-0.87x (int4) and
+// 0.91-0.94x (int8), 8B qkv 0.93-0.96x at M = 24-32, 8B down 0.96-0.97x, 70B o
+// 0.94-0.97x (int4); the larger layers gain nothing at M = 24-32 and lose at
+// M = 17 (8B gate_up 1.05x, 70B qkv 1.03x, 70B gate_up / down 1.07-1.12x), where
+// 3 CTAs per SM stream better.
+inline constexpr long long kFoldMt2MaxWeightsPerSm = 1LL << 19;
 
 // CTAs per 228 KB SM (H100 / H200 / B200) by shared memory, with the 1 KB each CTA reserves.
 SF_HOST_DEVICE constexpr int ctas_per_sm(int smem) { return 228 * 1024 / (smem + 1024); }

@@ -396,7 +396,7 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
 // SHARE (kShareActs): the CTA stages each unit's activation tile once, for
 // all four warps (decode_config.h); otherwise every lane stages its own rows.
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD, bool SHARE>
-__global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD)) gemm_kernel(const __grid_constant__ Params p) {
   constexpr int S = gemm_stages(BITS, MT, SHARE);
   constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);                 // lane-local: one warp's stage
   constexpr SharedStageLayout C = shared_stage_layout(BITS, MT, ZEROS);   // shared: the CTA's stage
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   constexpr int NP = SHARE ? (MT * 16 + XR - 1) / XR : MT;
   constexpr int RP = SHARE ? XR : 16;
   static_assert(MT >= 1 && MT <= kMaxTiles, "1..4 m16 tiles per m-group");
-  static_assert(!FOLD || MT == 1, "the fp32 scale fold keeps a second accumulator set: MT = 1 only");
+  static_assert(!FOLD || MT <= kFoldMaxTiles, "the fp32 scale fold keeps a second accumulator set (kFoldMaxTiles)");
   static_assert(!SHARE || XR * RB == 2048, "a shared copy pass fills one 2 KB block of the tile");
   constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
   constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);  // the fold needs sum(x) per group
@@ -532,12 +532,13 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
   detail::clear(acc);
 
 
-  // FOLD (MT = 1): the MMAs accumulate x . raw per scale group in raw[]
-  // (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
+  // FOLD (MT <= kFoldMaxTiles): the MMAs accumulate x . raw per scale group in
+  // raw[] (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
   // acc += s * (raw - offset * xs) (+ zs * xs) in fp32 at each group end and
   // before a flush; the next group's first MMAs overwrite them (mma_group). No
-  // scale multiply, and for int4 bf16 / int8 fp16 no bias fma, per weight pair.
-  float raw[FOLD ? 8 : 1][4], xs[4];
+  // scale multiply, and for int4 bf16 / int8 fp16 no bias fma, per weight pair;
+  // each dequantized pair feeds the MT tiles' MMAs.
+  float raw[FOLD ? MT : 1][FOLD ? 8 : 1][4], xs[FOLD ? MT : 1][4];
   detail::clear(raw);
   detail::clear(xs);
 
@@ -549,17 +550,24 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
     detail::lds_weights(wv, st + wslot, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
-      uint32_t a[4];
-      ptx::ldmatrix_x4(a, act_addr(st, 0, sl));
-      if constexpr (kRowSums)
-        detail::mma_group<BF16>(xs, a, dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
+      constexpr int FT = FOLD ? MT : 1;  // the tiles this instance folds (FOLD only runs this lambda)
+      uint32_t a[FT][4];
+#pragma unroll
+      for (int mt = 0; mt < FT; ++mt) {
+        ptx::ldmatrix_x4(a[mt], act_addr(st, mt, sl));
+        if constexpr (kRowSums)
+          detail::mma_group<BF16>(xs[mt], a[mt], dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
+      }
       if constexpr (BITS == 4) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           uint32_t w[4];
           dequant::int4_raw<BF16>(detail::word(wv[sl], j), w);
-          detail::mma_group<BF16>(raw[2 * j], a, w[0], w[1], FRESH && sl == 0);
-          detail::mma_group<BF16>(raw[2 * j + 1], a, w[2], w[3], FRESH && sl == 0);
+#pragma unroll
+          for (int mt = 0; mt < FT; ++mt) {
+            detail::mma_group<BF16>(raw[mt][2 * j], a[mt], w[0], w[1], FRESH && sl == 0);
+            detail::mma_group<BF16>(raw[mt][2 * j + 1], a[mt], w[2], w[3], FRESH && sl == 0);
+          }
         }
       } else {
 #pragma unroll
@@ -568,7 +576,9 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
           for (int j = 0; j < 4; ++j) {
             uint32_t w[2];
             dequant::int8_raw<BF16>(detail::word(wv[2 * sl + h], j), w);
-            detail::mma_group<BF16>(raw[4 * h + j], a, w[0], w[1], FRESH && sl == 0);
+#pragma unroll
+            for (int mt = 0; mt < FT; ++mt)
+              detail::mma_group<BF16>(raw[mt][4 * h + j], a[mt], w[0], w[1], FRESH && sl == 0);
           }
         }
       }
@@ -594,10 +604,13 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE)) gemm_kerne
         zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] >> 16));
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[c][i]) : raw[c][i];
-        acc[0][c][i] = fmaf(sc[i & 1], t_i, acc[0][c][i]);
-        if constexpr (ZEROS) acc[0][c][i] = fmaf(zc[i & 1], xs[i], acc[0][c][i]);
+      for (int mt = 0; mt < (FOLD ? MT : 1); ++mt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[mt][i], raw[mt][c][i]) : raw[mt][c][i];
+          acc[mt][c][i] = fmaf(sc[i & 1], t_i, acc[mt][c][i]);
+          if constexpr (ZEROS) acc[mt][c][i] = fmaf(zc[i & 1], xs[mt][i], acc[mt][c][i]);
+        }
       }
     }
   };
@@ -752,13 +765,22 @@ KernelHandle make_handle() {
 }
 
 // Instances for one bit width (decode_gemm_int4.cu / decode_gemm_int8.cu):
-// dtype x MT 1..4 x zero points, plus the FOLD variants of MT = 1.
+// dtype x MT 1..4 x zero points, plus the FOLD variants of MT = 1..kFoldMaxTiles.
+template <int BITS, int MT>
+KernelHandle fold_handle(bool bf16, bool zeros) {
+  if (bf16) return zeros ? make_handle<BITS, true, MT, true, true>() : make_handle<BITS, true, MT, false, true>();
+  return zeros ? make_handle<BITS, false, MT, true, true>() : make_handle<BITS, false, MT, false, true>();
+}
+
 template <int BITS>
 KernelHandle handle_for(bool bf16, int mt, bool zeros, bool fold) {
   if (fold) {
-    if (mt != 1) return KernelHandle{};
-    if (bf16) return zeros ? make_handle<BITS, true, 1, true, true>() : make_handle<BITS, true, 1, false, true>();
-    return zeros ? make_handle<BITS, false, 1, true, true>() : make_handle<BITS, false, 1, false, true>();
+    static_assert(kFoldMaxTiles >= 1 && kFoldMaxTiles <= 2, "FOLD instances exist for MT = 1..2");
+    if (mt == 1) return fold_handle<BITS, 1>(bf16, zeros);
+    if constexpr (kFoldMaxTiles >= 2) {
+      if (mt == 2) return fold_handle<BITS, 2>(bf16, zeros);
+    }
+    return KernelHandle{};
   }
 #define SF_DECODE_CASE(MT_)                                                                                  \
   case MT_:                                                                                                  \

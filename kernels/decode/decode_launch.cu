@@ -133,11 +133,16 @@ std::string check(const GemmProblem& p) {
   return "";
 }
 
-// The fp32 per-group scale fold (FOLD kernels) for MT = 1: it removes the
-// per-pair scale multiply (and for int4 bf16 / int8 fp16 the bias fma) at
+// The fp32 per-group scale fold (FOLD kernels) for MT = 1, and for MT = 2 on
+// layers of at most kFoldMt2MaxWeightsPerSm weights per SM (decode_config.h:
+// its 2 CTAs per SM lose to the unfolded kernel's 3 on larger ones): it removes
+// the per-pair scale multiply (and for int4 bf16 / int8 fp16 the bias fma) at
 // the cost of ~2-3 FFMA per accumulator per group; int4 g32 has two groups
 // per k64 unit, where that no longer pays.
-bool use_fold(const GemmProblem& p, int mt) { return mt == 1 && (p.channelwise || p.bits == 8 || p.group >= 64); }
+bool use_fold(const GemmProblem& p, int mt) {
+  if (mt > kFoldMaxTiles || !(p.channelwise || p.bits == 8 || p.group >= 64)) return false;
+  return mt == 1 || static_cast<long long>(p.K) * p.N <= kFoldMt2MaxWeightsPerSm * p.sm_count;
+}
 
 // The swapped-operand kernel (decode_swap.cuh) for M <= kSwapMaxM.
 bool use_swap(const GemmProblem& p) { return kSwapEnabled && p.M <= kSwapMaxM; }
