@@ -23,6 +23,7 @@ int main() {
                 ctas_per_sm(gemm_smem_bytes(8, mt, true, kShareActs)));
   std::printf("swapctas %d %d\n", ctas_per_sm(swap_smem_bytes(4, true)), ctas_per_sm(swap_smem_bytes(8, true)));
   std::printf("swapmax %d share %d\n", kSwapMaxM, kShareActs ? 1 : 0);
+  std::printf("foldmt2 %d\n", gemm_min_ctas(2, kShareActs, true));
 }
 """
 
@@ -57,4 +58,5 @@ def test_decode_doc_table_matches_the_header(tmp_path):
     assert rows["9-16"][3] == str(min(gemm[1][2:]))
     mt2 = min(gemm[2][2:])
     mt34 = sorted({*gemm[3][2:], *gemm[4][2:]})
-    assert rows["17-64+"][3] == f"{mt2} (MT 2), {mt34[0]}-{mt34[-1]} (MT 3-4)"
+    fold_mt2 = int(out[7].split()[1])  # gemm_min_ctas of the folded MT = 2 instances (registers)
+    assert rows["17-64+"][3] == f"{mt2} (MT 2; {fold_mt2} when folded), {mt34[0]}-{mt34[-1]} (MT 3-4)"

@@ -30,7 +30,8 @@
 //            -> ldmatrix.x4
 //   scales   1-2 x LDGSTS.32 (+ zeros) -> ldmatrix.x4.trans (detail::scale_columns) -> 8 x PRMT
 //   math     8 x MT HMMA.16816 per k16 slice
-// FOLD variant (MT = 1, every format but int4 g32): the MMAs take the raw
+// FOLD variant (MT <= kFoldMaxTiles, every format but int4 g32; at MT = 2 only
+// on layers the launcher's use_fold() picks): the MMAs take the raw
 // LOP3 / PRMT values (dequant::kRawOffset) and the scale, zero point and
 // offset are applied to fp32 accumulators once per group (fold()), which
 // removes the per-pair scale multiply and, for int4 bf16 / int8 fp16, the
@@ -38,8 +39,9 @@
 // the clear-free fold has trimmed it since). Its weights are never rounded to
 // the dtype (more accurate than the reference; one-hot inputs still reproduce
 // the reference's rounded weights exactly).
-// Epilogue at each segment boundary: packed-pair red.global.add (atomic
-// mode), or plain stores of rounded results / fp32 partials (deterministic).
+// Epilogue at each segment boundary: 16-byte red.global.add runs (atomic
+// mode, detail::red_row_runs), or plain stores of rounded results / fp32
+// partials (deterministic).
 #pragma once
 
 #include <cstdint>

@@ -39,7 +39,7 @@ struct KernelHandle {
 };
 
 // The instances of one bit width: dtype x MT 1..4 x zero points, and the
-// FOLD variants (fp32 per-group scale fold, MT = 1 only; null handle otherwise).
+// FOLD variants (fp32 per-group scale fold, MT = 1..kFoldMaxTiles; null handle otherwise).
 KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold);
 KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold);
 
