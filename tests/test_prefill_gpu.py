@@ -36,7 +36,10 @@ pytestmark = pytest.mark.skipif(
 from test_decode_gpu import UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x, format_cases, format_weight  # noqa: E402
 
 PATH_PREFILL = 3
-M_SWEEP = [64, 65, 127, 128, 129, 255, 256, 333, 512, 1000, 1024, 2048, 4096]
+# The list, plus the M below 64 the sm90 table hands to prefill (from 33 on large layers, 49
+# int4 / 65 int8 on the 8B-class ones: heuristics_sm90.hpp) and a forced M = 1 and 9: one BT 64
+# tile whose x box loads round_up(M, 8) rows.
+M_SWEEP = [1, 9, 33, 49, 63, 64, 65, 127, 128, 129, 255, 256, 333, 512, 1000, 1024, 2048, 4096]
 
 
 def _gemm(w: Weight, x, bias=None):
