@@ -190,7 +190,7 @@ def test_m_sweep_int8_fp16_g64_zeros_act_order(M, deterministic):
 # ----------------------------------------------------------------------------- format cross product
 
 
-@pytest.mark.parametrize("M", [1, 6, 16, 33, 64, 100])
+@pytest.mark.parametrize("M", [1, 6, 16, 24, 33, 64, 100])  # 24: MT = 2, folded on this small layer
 @format_cases
 def test_formats(bits, dtype, group, zeros, act_order, M):
     w = format_weight(bits, dtype, group, zeros, act_order, M, K=384, N=320)
