@@ -398,7 +398,8 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
 // SHARE (kShareActs): the CTA stages each unit's activation tile once, for
 // all four warps (decode_config.h); otherwise every lane stages its own rows.
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD, bool SHARE>
-__global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD)) gemm_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
+    gemm_kernel(const __grid_constant__ Params p) {
   constexpr int S = gemm_stages(BITS, MT, SHARE);
   constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);                 // lane-local: one warp's stage
   constexpr SharedStageLayout C = shared_stage_layout(BITS, MT, ZEROS);   // shared: the CTA's stage
