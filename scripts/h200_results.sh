@@ -2,7 +2,7 @@
 # Everything for one dated results folder in ONE device call (carry .whl and
 # prebuilt/): the carried prebuilt/_C.so, the error probe, the whole test
 # suite, compute-sanitizer (memcheck, racecheck, synccheck), `swordfish bench`
-# (default), the decode benchmark, the dispatcher sweep (int4 + int8, every
+# (default), the decode benchmark (and its deterministic mode, int4), the dispatcher sweep (int4 + int8, every
 # path in interleaved rounds) and an act-order sweep, a full ncu profile of the
 # dequant kernel (with its bank-conflict counters); `swordfish check` with CHECK=1,
 # the decode kernel timeline (decode_timeline.py), ncu profiles of the decode kernels (M = 1
@@ -22,6 +22,9 @@ t 170 python -m pytest -q -n 16 -p no:cacheprovider tests -m "not perf" -rf > "$
 STAGES=sanitize SAN_TIMEOUT=80 OUT="$R" bash scripts/gpu_check.sh > /dev/null 2>&1
 (mkdir -p "$R/bench" && cd "$R/bench" && t 60 python -m swordfish_backend bench --commit "$COMMIT" > bench.txt 2>&1)
 t 150 python benchmarks/bench_decode.py --bits 4 8 --M ${DECODE_M:-1 16 32 64 128} --out "$R/decode.json" > "$R/decode.txt" 2>&1
+# The deterministic mode's cost (shared-memory / fp32-partial epilogues instead of atomics): int4, no cuBLAS.
+t 60 python benchmarks/bench_decode.py --bits 4 --M 1 16 32 64 --deterministic --no-cublas \
+  --out "$R/decode_deterministic.json" > "$R/decode_deterministic.txt" 2>&1
 M_SWEEP="1,16,24,32,40,48,56,64,96,128,192,256,384,512,768,1024,2048,4096,8192"
 t 120 python benchmarks/bench_dispatch.py --bits ${DISPATCH_BITS:-4 8} --m "$M_SWEEP" --rounds 5 --out "$R/dispatch" > "$R/dispatch.txt" 2>&1
 t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_o,70b_gate_up --m 64,512,2048,4096,8192 \
