@@ -12,6 +12,7 @@ one. The sweep's own "auto" column is what the table of the measured commit
 chose; this reports what the current table chooses.
 
     python benchmarks/table_verdict.py benchmarks/results/h200/2026-12-02-c/dispatch/dispatch_int4.json
+    python benchmarks/table_verdict.py --no-prefill ...   # the thresholds used when prefill cannot run
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep", nargs="+", help="bench_dispatch.py JSON file(s) (dispatch_int4.json, ...)")
     ap.add_argument("--tolerance", type=float, default=0.03, help="allowed chosen/best - 1 (default 0.03)")
+    ap.add_argument("--no-prefill", action="store_true",
+                    help="judge the table as if prefill could not run (K or N not a multiple of 128, a build "
+                         "without sm_90a): the dense-vs-decode thresholds, against decode and dense only")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_driver(pathlib.Path(tmp))
@@ -58,6 +62,8 @@ def main(argv=None) -> int:
                 if r.get("us") is None:
                     continue
                 key = (f"{r['model']} {r['layer']}", r["K"], r["N"], r.get("bits", doc.get("config", {}).get("bits", 4)))
+                if args.no_prefill and r["impl"] == "prefill":
+                    continue
                 times[(key, r["M"])][r["impl"]] = r["us"]
                 bits_of[key] = key[3]
             points = sorted(times, key=lambda k: (k[0], k[1]))
@@ -81,7 +87,8 @@ def main(argv=None) -> int:
                 within += ratio <= 1 + args.tolerance
                 worst.append((ratio, key[0], M, name, best_name))
             Ms = sorted({M for (_, M) in points})
-            print(f"{path}: chosen path / fastest path ({'act-order, ' if act else ''}sm{cc[0]}{cc[1]}, {sms} SMs)")
+            print(f"{path}: chosen path / fastest path ({'act-order, ' if act else ''}sm{cc[0]}{cc[1]}, {sms} SMs"
+                  f"{', prefill unavailable' if args.no_prefill else ''})")
             print(f"{'shape':26}" + "".join(f"{M:>8}" for M in Ms))
             for key in table:
                 cells = []

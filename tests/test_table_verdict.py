@@ -43,3 +43,18 @@ def test_verdict_of_the_committed_table(capsys, bits, floor):
         assert len(cells) == len(MS), row
         assert cells[0].startswith("de") and cells[MS.index(1024)].startswith("pr"), row
         assert cells[-1].startswith("pr" if bits == 4 else "de"), row
+
+
+@pytest.mark.parametrize("bits, floor", [(4, 168), (8, 166)])
+def test_verdict_without_prefill(capsys, bits, floor):
+    """The dense-vs-decode thresholds (problems prefill cannot run) judged on the same sweep with the
+    prefill times left out: 168/168 int4, 166/168 int8 (int8 70B down M = 192, decode 1.07x dense)."""
+    table_verdict = repo_scripts.load("benchmarks/table_verdict.py")
+    assert table_verdict.main(["--no-prefill", str(SWEEP_DIR / f"dispatch_int{bits}.json")]) == 0
+    out = capsys.readouterr().out
+    assert "prefill unavailable" in out
+    m = re.search(r"within 3% of the fastest path: (\d+)/(\d+) points", out)
+    assert m and int(m.group(2)) == 8 * len(MS), out
+    assert int(m.group(1)) >= floor, out
+    rows = [l for l in out.splitlines() if l.startswith("llama-3-")]
+    assert rows and not any(" pr" in row for row in rows), "prefill chosen although unavailable"

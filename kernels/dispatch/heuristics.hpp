@@ -113,9 +113,10 @@ constexpr Path choose(const Table& t, const GemmProblem& p, const Availability& 
 // Architectures without a table of their own (sm80, sm86, sm89, sm120, ...):
 // decode and dense only, with the dense tier engaging late so that nothing
 // measured elsewhere is assumed. UNMEASURED: twice the pre-measurement H200
-// estimates (the measured H200 crossovers, 96-128, are far lower: see
-// heuristics_sm90.hpp); measure with benchmarks/bench_dispatch.py on such a
-// device before trusting them.
+// estimates (the measured H200 dense-vs-decode crossovers are 208-224 since
+// 2026-12-03-d, 96-128 before the decode gains: see heuristics_sm90.hpp);
+// measure with benchmarks/bench_dispatch.py on such a device before trusting
+// them.
 inline constexpr Table kConservative = {
     "conservative (sm80/sm89/sm120 and unknown; unmeasured)",
     /*decode_max_m=*/0, /*decode_underfill_max_m=*/0, /*prefill_tile_n=*/128, /*decode_k_heavy_max_m=*/0,

@@ -77,14 +77,28 @@ inline constexpr Table kSm90 = {
     /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/4096, /*int8_k_heavy=*/4096,
                                  /*act_order=*/2048},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
-    // of 128, group not 32/64/128), and builds without sm_90a code.
-    // measured: int4 96 (8B qkv / gate_up, 70B o cross at 96; 8B o at 64; 70B qkv / gate_up at 128)
-    // measured: int4 K >= 2N 128 (8B down and 70B down cross at 128)
-    // measured: int8 96 and int8 K >= 2N 96 (every shape but 8B o, which crosses at 64)
+    // of 128, e.g. N = 2368 from Qwen2.5-7B's 18944 split 8 ways; a group prefill does not take),
+    // and builds without sm_90a code.
+    // measured: benchmarks/results/h200/2026-12-03-d/ (decode at 44541dd, the same sweep as above;
+    //   python benchmarks/table_verdict.py --no-prefill judges it). Dense / decode time at M = 128,
+    //   192, 256:
+    //   int4: 8B qkv 1.35 1.19 0.90   8B o 1.34 1.22 0.84   8B gate_up 1.55 1.14 0.84
+    //         8B down 1.64 1.27 0.93   70B qkv 1.56 1.20 0.88   70B o 1.54 1.17 0.83
+    //         70B gate_up 1.34 0.97 0.78   70B down 1.48 1.10 0.85
+    //   int8: 8B qkv 1.42 1.21 0.92   8B o 1.45 1.24 0.87   8B gate_up 1.56 1.03 0.85
+    //         8B down 1.65 1.29 0.95   70B qkv 1.54 1.12 0.87   70B o 1.55 1.09 0.86
+    //         70B gate_up 1.33 0.97 0.76   70B down 1.39 0.93 0.80
+    //   Interpolated linearly, the shapes cross at M = 187-243 (int4) and 182-247 (int8); the values
+    //   sit between, so that no point of the sweep is chosen more than 3% off except int8 70B down
+    //   at M = 192 (decode 1.07x dense; K >= 2N does not separate it from 8B down, 1.29x the other
+    //   way). The previous values (int4 96, K >= 2N 128, int8 96; 2026-12-02, e30f49b, before the
+    //   decode gains since) sent M = 96-191 to a dense tier 1.3-2.1x slower than decode:
+    //   table_verdict --no-prefill 147/168 (int4) and 146/168 (int8); with these 168/168 and 166/168.
     // act_order: NOT measured (bench_dispatch.py --act-order); decode pays a gather prep for act-order
-    // that the dense tier folds into its writes, so it cannot cross later than plain int4/int8: 96.
-    /*dense_vs_decode=*/DenseFrom{/*int4=*/96, /*int4_k_heavy=*/128, /*int8=*/96, /*int8_k_heavy=*/96,
-                                  /*act_order=*/96},
+    // that the dense tier folds into its writes, so it cannot cross later than plain int4/int8: the
+    // lower of the two.
+    /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,
+                                  /*act_order=*/208},
     // measured (see decode_max_m above): int8 crosses where int4 does on the large layers; the
     // 8B-class layers (K * N <= 4096 * 14336) keep decode through M = 48 (int4) and M = 64 (int8).
     /*decode_max_m_int8=*/kSame,
