@@ -20,14 +20,12 @@ PREFILL8_ARGS="${PREFILL8_ARGS-}"
 DECODE_ARGS="${DECODE_ARGS---bits 4 8 --M 1 16 32 48 --no-cublas}"
 declare -A ARGS=([prefill]="$PREFILL_ARGS" [prefill8]="$PREFILL8_ARGS" [decode]="$DECODE_ARGS")
 BENCHES=(); for b in prefill prefill8 decode; do [ -n "${ARGS[$b]}" ] && BENCHES+=("$b") && mkdir -p "$R/$b"; done
-use() {  # install variant $1's extension and its build record (ops.build_info(): the tests read
-  # cuda_archs from it to know whether the prefill path exists; without it they expect none)
-  local dir=prebuilt; [ "$1" != main ] && dir="prebuilt/$1"
-  [ -f "$dir/_C.so" ] || { echo "ab_variants: no $dir/_C.so" | tee -a "$R/log.txt"; return 1; }
-  cp "$dir/_C.so" swordfish_backend/_C.so
-  rm -f swordfish_backend/_C_build.json
-  [ -f "$dir/_C_build.json" ] && cp "$dir/_C_build.json" swordfish_backend/_C_build.json
-  return 0
+# shellcheck source=scripts/device_call.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_call.sh"
+use() {  # dc_use, logging a variant that has no build
+  dc_use "$1" && return 0
+  echo "ab_variants: no build for variant $1 (prebuilt/_C.so for main, else prebuilt/$1/_C.so)" | tee -a "$R/log.txt"
+  return 1
 }
 for v in "${V[@]}"; do
   if [ "$v" = main ] || [ -z "$TESTS" ]; then continue; fi

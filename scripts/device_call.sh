@@ -29,13 +29,17 @@ dc_pack() {
   tar czf "$OUT/res.tgz" -C "$R" .
 }
 
-# dc_use VARIANT: install a variant's extension and its build record into the package.
+# dc_use VARIANT: install a variant's extension and its build record into the package (the tests read
+# cuda_archs from the record, ops.build_info(), to know whether the prefill path exists; without it
+# they expect none). Returns 1, changing nothing, when the variant has no prebuilt/VARIANT/_C.so.
 dc_use() {
   local dir=prebuilt
   [ "$1" != main ] && dir="prebuilt/$1"
+  [ -f "$dir/_C.so" ] || return 1
   cp "$dir/_C.so" swordfish_backend/_C.so
   rm -f swordfish_backend/_C_build.json
   [ -f "$dir/_C_build.json" ] && cp "$dir/_C_build.json" swordfish_backend/_C_build.json
+  return 0
 }
 
 # dc_run NAME SECONDS CMD...: run CMD under a timeout into $R/NAME.txt; log its last line.

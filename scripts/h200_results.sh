@@ -25,7 +25,7 @@ t 150 python benchmarks/bench_decode.py --bits 4 8 --M ${DECODE_M:-1 16 32 64 12
 # The deterministic mode's cost (shared-memory / fp32-partial epilogues instead of atomics): int4, no cuBLAS.
 t 60 python benchmarks/bench_decode.py --bits 4 --M 1 16 32 64 --deterministic --no-cublas \
   --out "$R/decode_deterministic.json" > "$R/decode_deterministic.txt" 2>&1
-M_SWEEP="1,16,24,32,40,48,56,64,96,128,192,256,384,512,768,1024,2048,4096,8192"
+M_SWEEP="1,16,24,32,40,48,56,64,72,80,96,128,192,256,384,512,768,1024,2048,4096,8192"
 t 120 python benchmarks/bench_dispatch.py --bits ${DISPATCH_BITS:-4 8} --m "$M_SWEEP" --rounds 5 --out "$R/dispatch" > "$R/dispatch.txt" 2>&1
 t 40 python benchmarks/bench_dispatch.py --bits 4 --act-order --shapes 8b_o,70b_o,70b_gate_up --m 64,512,2048,4096,8192 \
   --rounds 3 --no-dequant --out "$R/dispatch_act" > "$R/dispatch_act.txt" 2>&1

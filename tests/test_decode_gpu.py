@@ -231,7 +231,7 @@ def test_mt2_on_a_large_layer(bits, dtype, zeros, M):
     w = Weight(bits=bits, K=4096, N=20480, group=128, channelwise=False, zeros=zeros, act_order=False,
                dtype=dtype, seed=50 + M)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-    if w.K * w.N <= (1 << 19) * sms:
+    if w.K * w.N <= _config_weights_per_sm() * sms:
         pytest.skip(f"{sms} SMs: this layer is below the FOLD bound, so it would test FOLD again")
     x, bias = _x(M, w.K, dtype, 60 + M), _bias(w.N, dtype, 70 + M)
     ref = w.reference(x, bias)
@@ -360,6 +360,13 @@ def _config_flag(name):
     m = re.search(rf"inline constexpr bool {name} = (true|false);", _CONFIG.read_text())
     assert m, f"{name} not found in {_CONFIG}"
     return m.group(1) == "true"
+
+
+def _config_weights_per_sm():
+    """kFoldMt2MaxWeightsPerSm of decode_config.h (written as 1LL << n)."""
+    m = re.search(r"inline constexpr long long kFoldMt2MaxWeightsPerSm = 1LL << (\d+);", _CONFIG.read_text())
+    assert m, f"kFoldMt2MaxWeightsPerSm not found in {_CONFIG}"
+    return 1 << int(m.group(1))
 
 
 @pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 33, 48, 49, 64, 65])

@@ -541,7 +541,8 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
   // before a flush; the next group's first MMAs overwrite them (mma_group). No
   // scale multiply, and for int4 bf16 / int8 fp16 no bias fma, per weight pair;
   // each dequantized pair feeds the MT tiles' MMAs.
-  float raw[FOLD ? MT : 1][FOLD ? 8 : 1][4], xs[FOLD ? MT : 1][4];
+  constexpr int FT = FOLD ? MT : 1;  // tiles with raw sums (the unfolded instances keep one unused slot)
+  float raw[FT][FOLD ? 8 : 1][4], xs[FT][4];
   detail::clear(raw);
   detail::clear(xs);
 
@@ -553,7 +554,6 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
     detail::lds_weights(wv, st + wslot, lane);
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
-      constexpr int FT = FOLD ? MT : 1;  // the tiles this instance folds (FOLD only runs this lambda)
       uint32_t a[FT][4];
 #pragma unroll
       for (int mt = 0; mt < FT; ++mt) {
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
         zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] >> 16));
       }
 #pragma unroll
-      for (int mt = 0; mt < (FOLD ? MT : 1); ++mt) {
+      for (int mt = 0; mt < FT; ++mt) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[mt][i], raw[mt][c][i]) : raw[mt][c][i];

@@ -7,9 +7,10 @@
 //
 // (scripts/h200_results.sh runs both: decode, prefill and dense forced, auto and cuBLAS bf16,
 // timed in interleaved rounds on the eight Llama-3 shapes, g128 bf16). The comment beside each
-// value names the per-shape ratios it was read from. The dense-vs-decode set (used when prefill
-// cannot run) was measured before prefill existed: benchmarks/results/h200/2026-12-02/ at
-// e30f49b, smallest sweep M from which dense stays faster than decode (steps 64 -> 96 -> 128).
+// value names the per-shape ratios it was read from; both the decode-vs-prefill crossovers and
+// the dense-vs-decode set (used when prefill cannot run) come from benchmarks/results/h200/
+// 2026-12-03-d/, and benchmarks/table_verdict.py (with --no-prefill for the second set) scores
+// them on that sweep.
 #pragma once
 
 #include "kernels/dispatch/heuristics.hpp"
