@@ -141,6 +141,62 @@ def test_plan_and_split_paths(bits, M, K, N, want, monkeypatch, capfd):
     _check(y, w.reference(x, bias), _tol(w))
 
 
+# ----------------------------------------------------------------------------- the 192-column tile
+
+
+def _wide_n(kind: str) -> int:
+    """An N whose 192-column tiles fill one wave of this device's SMs where 128-column ones need two
+    (so the planner takes the wide tile whatever its fitted slice cost), N a multiple of 128: N % 192 =
+    0 (`even`), 64 (the last tile's top two warpgroups lie past N) or 128 (its top one)."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if kind == "even":
+        return 192 * sms
+    rest = {"ragged64": 256, "ragged128": 128}[kind]  # N = 384 j + rest: N % 128 = 0, N % 192 = rest % 192
+    return 384 * ((192 * sms - rest) // 384) + rest
+
+
+@pytest.mark.parametrize("kind", ["even", "ragged64", "ragged128"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_wide_tile_whole(kind, bits, monkeypatch, capfd):
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    N = _wide_n(kind)
+    w = Weight(bits=bits, K=256, N=N, group=64, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=N + bits)
+    M = 128
+    x, bias = _x(M, w.K, w.dtype, N), _bias(N, w.dtype, N + 1)
+    y = _gemm(w, x, bias)
+    torch.cuda.synchronize()
+    line = _config(capfd, w, M)
+    assert re.search(r"tile=192x128 .* splits=1 ", line), line
+    _check(y, w.reference(x, bias), _tol(w), f"N={N}")
+
+
+@pytest.mark.parametrize("bits,M,K,N", [(4, 64, 2048, 384), (8, 64, 2048, 768), (4, 33, 2048, 512),
+                                        (4, 64, 2048, 640)])
+def test_wide_tile_split(bits, M, K, N, monkeypatch, capfd):
+    """Split-K items of the 192-column tile and their reduce (N = 512 / 640: the last tile's top one / two
+    warpgroups lie past N). The plans are the cost model's choices (prefill_sm90_plan.h): a refit may
+    move them."""
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.float16, seed=M + K + N + bits)
+    x, bias = _x(M, K, w.dtype, 3 * M), _bias(N, w.dtype, 5 * N)
+    y = _gemm(w, x, bias)
+    torch.cuda.synchronize()
+    line = _config(capfd, w, M)
+    assert re.search(r"tile=192x64 .* splits=[2-8] ", line), line
+    _check(y, w.reference(x, bias), _tol(w))
+
+
+@format_cases
+def test_wide_tile_formats(bits, dtype, group, zeros, act_order):
+    M = 128
+    w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=_wide_n("ragged64"))
+    x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+    _ran_prefill()
+
+
 # ----------------------------------------------------------------------------- exactness, determinism, graphs
 
 
@@ -227,10 +283,20 @@ def test_forced_prefill_names_the_offending_value(K, N, group, match):
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("M,K,N,act_order", [(70, 256, 256, False), (64, 4096, 128, True)],
-                         ids=["one_tile", "split_k_act_order"])
+@pytest.mark.parametrize("M,K,N,act_order", [(70, 256, 256, False), (64, 4096, 128, True), (33, 2048, 512, False)],
+                         ids=["one_tile", "split_k_act_order", "wide_tile_split_ragged"])
 def test_prefill_small_sanitize(M, K, N, act_order):
     w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=act_order,
                dtype=torch.bfloat16, seed=M)
     x, bias = _x(M, K, w.dtype, 1), _bias(N, w.dtype, 2)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+
+
+@pytest.mark.sanitize
+def test_wide_tile_ragged_sanitize():
+    """The 192-column tile on whole tiles, its last tile's top warpgroup past N (zero-filled boxes, no store)."""
+    N = _wide_n("ragged128")
+    w = Weight(bits=4, K=256, N=N, group=128, channelwise=False, zeros=True, act_order=False,
+               dtype=torch.bfloat16, seed=9)
+    x, bias = _x(128, w.K, w.dtype, 3), _bias(N, w.dtype, 4)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))

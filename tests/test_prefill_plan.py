@@ -13,7 +13,7 @@ import pytest
 ROOT = host_cxx.ROOT
 DRIVER = ROOT / "kernels" / "prefill" / "tests" / "plan_main.cpp"
 FIELDS = ("bt", "m_tiles", "n_tiles", "k_stages", "dp_tiles", "splits", "split_tiles", "items", "grid", "group_m",
-          "ws_x", "ws_partials", "est_ns")
+          "ws_x", "ws_partials", "est_ns", "cg", "tile_n")
 
 
 class Planner:
@@ -31,9 +31,9 @@ class Planner:
     def plan(self, M, K, N, bits=4, sms=132, act=False) -> dict:
         return self.plans([(M, K, N, bits, sms, act)])[0]
 
-    def layout(self, bits, bt) -> dict:
-        ks, stages, stage_bytes, smem = (int(v) for v in self.ask([f"layout {bits} {bt}"])[0].split())
-        return {"ks": ks, "stages": stages, "stage_bytes": stage_bytes, "smem": smem}
+    def layout(self, bits, bt, cg=2) -> dict:
+        ks, stages, stage_bytes, smem, threads = (int(v) for v in self.ask([f"layout {bits} {bt} {cg}"])[0].split())
+        return {"ks": ks, "stages": stages, "stage_bytes": stage_bytes, "smem": smem, "threads": threads}
 
 
 @pytest.fixture(scope="module")
@@ -42,20 +42,25 @@ def planner(tmp_path_factory) -> Planner:
                                   flags=("-O1", "-Wall", "-Werror")))
 
 
-# (bits, BT) -> (k64 slices per stage, stages, stage bytes, dynamic shared memory): docs/PREFILL.md's table.
+# (bits, BT, consumer warpgroups) -> (k64 slices per stage, stages, stage bytes, dynamic shared
+# memory): docs/PREFILL.md's table. CG = 3 is the 192-column tile (BT <= 128, k64 stages).
 LAYOUTS = {
-    (4, 64): (2, 8, 26624, 230528), (4, 128): (2, 4, 43008, 205952), (4, 256): (1, 4, 37888, 218240),
-    (8, 64): (2, 6, 34816, 226432), (8, 128): (1, 7, 25600, 213120), (8, 256): (1, 3, 41984, 192640),
+    (4, 64, 2): (2, 8, 26624, 230528), (4, 128, 2): (2, 4, 43008, 205952), (4, 256, 2): (1, 4, 37888, 218240),
+    (8, 64, 2): (2, 6, 34816, 226432), (8, 128, 2): (1, 7, 25600, 213120), (8, 256, 2): (1, 3, 41984, 192640),
+    (4, 64, 3): (1, 8, 15872, 152704), (4, 128, 3): (1, 7, 24064, 218752),
+    (8, 64, 3): (1, 8, 22016, 201856), (8, 128, 3): (1, 6, 30208, 231552),
 }
 
 
-@pytest.mark.parametrize("bits, bt", sorted(LAYOUTS))
-def test_layout_matches_the_documented_table(planner, bits, bt):
-    got = planner.layout(bits, bt)
-    assert (got["ks"], got["stages"], got["stage_bytes"], got["smem"]) == LAYOUTS[(bits, bt)]
+@pytest.mark.parametrize("bits, bt, cg", sorted(LAYOUTS))
+def test_layout_matches_the_documented_table(planner, bits, bt, cg):
+    got = planner.layout(bits, bt, cg)
+    assert (got["ks"], got["stages"], got["stage_bytes"], got["smem"]) == LAYOUTS[(bits, bt, cg)]
     assert got["smem"] <= 232448  # sm90's opt-in limit per block
-    # k128 stages exactly where four of them fit and BT <= 128 (int8 BT 128 fits three: k64).
-    assert (got["ks"] == 2) == (bt <= 128 and (bits, bt) != (8, 128))
+    assert got["threads"] == 128 * (1 + cg)
+    # k128 stages exactly where four of them fit, BT <= 128 and 128 columns (int8 BT 128 fits three: k64;
+    # the 192-column tile's consumers have 128 registers at compile time: k64).
+    assert (got["ks"] == 2) == (bt <= 128 and (bits, bt) != (8, 128) and cg == 2)
 
 
 LLAMA = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096), (8192, 10240), (8192, 8192), (8192, 57344),
@@ -76,10 +81,12 @@ def test_plan_invariants_everywhere(planner):
     queries += [(M, K, N, 4, 132, True) for (K, N), M in itertools.product(LLAMA[:2], MS)]
     for (M, K, N, bits, sms, act), t in zip(queries, planner.plans(queries)):
         where = f"M={M} K={K} N={N} int{bits} sms={sms}: {t}"
-        assert t["bt"] in (64, 128, 256), where
-        ks = LAYOUTS[(bits, t["bt"])][0]
-        tiles = _ceil(M, t["bt"]) * (N // 128)
-        assert (t["m_tiles"], t["n_tiles"], t["k_stages"]) == (_ceil(M, t["bt"]), N // 128, K // (64 * ks)), where
+        assert (bits, t["bt"], t["cg"]) in LAYOUTS and t["tile_n"] == 64 * t["cg"], where
+        assert t["cg"] == 2 or N >= 192, where  # no 192-column tile on fewer columns
+        ks = LAYOUTS[(bits, t["bt"], t["cg"])][0]
+        n_tiles = _ceil(N, t["tile_n"])
+        tiles = _ceil(M, t["bt"]) * n_tiles
+        assert (t["m_tiles"], t["n_tiles"], t["k_stages"]) == (_ceil(M, t["bt"]), n_tiles, K // (64 * ks)), where
         assert t["split_tiles"] == tiles - t["dp_tiles"], where
         assert t["items"] == t["dp_tiles"] + t["split_tiles"] * t["splits"], where
         assert t["grid"] == min(t["items"], sms) >= 1, where
@@ -90,7 +97,7 @@ def test_plan_invariants_everywhere(planner):
             # the whole tiles are full waves; the split ones are what is left (fewer than the SMs)
             assert t["dp_tiles"] % sms == 0 and 0 < t["split_tiles"] < sms or t["dp_tiles"] == 0, where
             assert 2 <= t["splits"] <= 8 and t["k_stages"] // t["splits"] >= 4, where
-            assert t["ws_partials"] == t["split_tiles"] * t["splits"] * t["bt"] * 128 * 4, where
+            assert t["ws_partials"] == t["split_tiles"] * t["splits"] * t["bt"] * t["tile_n"] * 4, where
         assert t["ws_x"] == (_ceil(M * K * 2, 256) * 256 if act else 0), where
         assert t["items"] < 2 ** 31 and t["est_ns"] > 0, where
 
@@ -134,4 +141,4 @@ def test_the_refit_script_replays_this_planner(planner):
     fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
     queries = [(M, K, N, 4, 132, False) for K, N in LLAMA for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
     for (M, K, N, *_), t in zip(queries, planner.plans(queries)):
-        assert fit.plan(K, N, M, fit.MODELS["fit"]) == (t["bt"], t["splits"]), (M, K, N, t)
+        assert fit.plan(K, N, M, fit.MODELS["fit"]) == (t["bt"], t["splits"], t["cg"]), (M, K, N, t)

@@ -27,43 +27,53 @@ SHAPES = {("llama-3-8b", "qkv"): (4096, 6144), ("llama-3-8b", "o"): (4096, 4096)
           ("llama-3-8b", "gate_up"): (4096, 28672), ("llama-3-8b", "down"): (14336, 4096),
           ("llama-3-70b", "qkv"): (8192, 10240), ("llama-3-70b", "o"): (8192, 8192),
           ("llama-3-70b", "gate_up"): (8192, 57344), ("llama-3-70b", "down"): (28672, 8192)}
-# Constants: per-k64-slice ns for BT 64 / 128 / 256, per item, reduce launch, reduce ns per KB of
-# partials written + read. "old" is the planner before 2026-12-02-f, "fit" the one after.
-MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5), "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5),
-          "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16)}
-SLICES = {64: 2, 128: 2, 256: 1}  # k64 slices per stage (int4, k128 stages for BT <= 128)
-BT_COL = {64: 0, 128: 1, 256: 2}
+# Constants: per-k64-slice ns of the 128-column tile at BT 64 / 128 / 256, per item, reduce launch,
+# reduce ns per KB of partials written + read, per-k64-slice ns of the 192-column tile at BT 64 / 128.
+# "old" is the planner before 2026-12-02-f, "fit" the one after (its 192-column constants fitted on
+# 2026-12-03-e with the others held). The older models had no 192-column tile (priced out).
+NO = 1e12
+MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO),
+          "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5, NO, NO),
+          "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0),
+          # an experiment build pricing the 192-column slice at 0.6x a 128-column one (2.5x too cheap):
+          # the wide tile wherever it exists, to time it (results/h200/2026-12-03-e/experiments/)
+          "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0)}
+# k64 slices per stage by (consumer warpgroups, BT): int4, k128 stages for BT <= 128 on 128 columns
+SLICES = {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1}
+SLICE_COL = {(2, 64): 0, (2, 128): 1, (2, 256): 2, (3, 64): 6, (3, 128): 7}
 
 
-def terms(K, N, M, bt, s):
-    """The cost model's terms of one plan: slices per BT (3), items, reduce launches, partial KB."""
-    ks = SLICES[bt]
+def terms(K, N, M, bt, s, cg=2):
+    """The cost model's terms of one plan: slices per (cg, BT) (5), items, reduce launches, partial KB."""
+    ks = SLICES[(cg, bt)]
     kst = K // (64 * ks)
-    T = -(-M // bt) * (N // 128)
+    tn = 64 * cg
+    T = -(-M // bt) * -(-N // tn)
     full, r = divmod(T, G)
-    f = np.zeros(6)
+    f = np.zeros(8)
+    col = SLICE_COL[(cg, bt)]
     if s == 1:
         waves = math.ceil(T / G)
-        f[BT_COL[bt]], f[3] = waves * kst * ks, waves
+        f[col], f[3] = waves * kst * ks, waves
     else:
         rounds = math.ceil(r * s / G)
-        f[BT_COL[bt]] = (full * kst + rounds * math.ceil(kst / s)) * ks
-        f[3], f[4], f[5] = full + rounds, 1, r * s * bt * 128 * 4 * 2 / 1e3
+        f[col] = (full * kst + rounds * math.ceil(kst / s)) * ks
+        f[3], f[4], f[5] = full + rounds, 1, r * s * bt * tn * 4 * 2 / 1e3
     return f
 
 
 def plan(K, N, M, c):
-    """make_plan's choice (bt, splits) under constants c."""
+    """make_plan's choice (bt, splits, cg) under constants c."""
     best = None
-    for bt in (256, 128, 64):
-        tiles = -(-M // bt) * (N // 128)
-        kst = K // (64 * SLICES[bt])
+    for cg, bt in ((2, 256), (2, 128), (2, 64), (3, 128), (3, 64)):
+        tiles = -(-M // bt) * -(-N // (64 * cg))
+        kst = K // (64 * SLICES[(cg, bt)])
         splits = [1] + ([s for s in range(2, 9) if kst // s >= 4] if tiles % G else [])
         for s in splits:
-            est = float(terms(K, N, M, bt, s) @ np.array(c))
+            est = float(terms(K, N, M, bt, s, cg) @ np.array(c))
             if best is None or est < best[0]:
-                best = (est, bt, s)
-    return best[1], best[2]
+                best = (est, bt, s, cg)
+    return best[1], best[2], best[3]
 
 
 def main(argv):
@@ -73,14 +83,15 @@ def main(argv):
         for path in glob.glob(pattern):
             for row in json.load(open(path))["rows"]:
                 K, N = SHAPES[(row["model"], row["layer"])]
-                bt, s = plan(K, N, row["M"], MODELS[model])
-                times.setdefault((row["model"], row["layer"], row["M"], bt, s), []).append(row["us"] * 1e3)
+                bt, s, cg = plan(K, N, row["M"], MODELS[model])
+                times.setdefault((row["model"], row["layer"], row["M"], bt, s, cg), []).append(row["us"] * 1e3)
     keys = sorted(times)
     A = np.array([terms(*SHAPES[k[:2]], *k[2:]) for k in keys])
     y = np.array([min(times[k]) for k in keys])
     c = np.linalg.lstsq(A / y[:, None], np.ones_like(y), rcond=None)[0]
     err = A @ c / y - 1
-    print("slice ns BT64 %.0f BT128 %.0f BT256 %.0f, item %.0f ns, reduce %.0f ns + %.2f ns/KB" % tuple(c))
+    print("slice ns BT64 %.0f BT128 %.0f BT256 %.0f, item %.0f ns, reduce %.0f ns + %.2f ns/KB, "
+          "192 columns: BT64 %.0f BT128 %.0f" % tuple(c))
     print(f"{len(y)} points, rms relative error {np.sqrt((err ** 2).mean()):.3f}, max {abs(err).max():.3f}")
     pairs: dict[tuple, list] = {}
     for k, p, m in zip(keys, A @ c, y):

@@ -10,23 +10,28 @@
 // through shared memory; the weight tile is only 64 rows per warpgroup, so
 // the register A tile (16 registers per k64 slice) is small.
 //
-// CTA: 3 warpgroups (384 threads), one CTA per SM, persistent.
+// CTA: 1 + CG warpgroups (384 or 512 threads), one CTA per SM, persistent.
 //   A pipeline stage is KS k64 slices (prefill_sm90_layout.h: k128 for the
 //   small token tiles where four such stages fit, else k64).
 //   warpgroup 0   producer: per stage, TMA loads of x (BT tokens x 64 k, one
 //                 box per slice), of the packed slices of n64 blocks n0 / 64
-//                 and n0 / 64 + 1 (2,048 B per slice and block for int4,
+//                 .. n0 / 64 + CG - 1 (2,048 B per slice and block for int4,
 //                 4,096 B for int8, read as plain bytes: a block is a linear
 //                 byte range; one 3-D box) and of the scale (zero-point) rows,
 //                 all completing on one mbarrier; three threads share the
 //                 issue.
-//   warpgroups 1,2 consumers: warpgroup c owns output columns n0 + 64 c ..
+//   warpgroups 1.. consumers (CG = 2 or 3): warpgroup c owns output columns n0 + 64 c ..
 //                 + 63. Per stage: Transform 4 k16 steps per slice into A
 //                 registers, four wgmma.m64nBTk16 per slice (A: registers, B:
 //                 the staged x), keep one stage's MMAs in flight (double-
 //                 buffered A registers), then release the previous stage to
 //                 the producer.
-// Tile (CTA): 128 output columns x BT tokens. Work items, claimed statically
+// Tile (CTA): 64 CG output columns x BT tokens (CG = 3 only for BT <= 128:
+//   152 registers per consumer). The 192-column tile exists for wave
+//   quantization: 8B qkv (N = 6144) at M = 512 is 96 tiles of 128 x 256 on
+//   132 SMs, or 128 tiles of 192 x 128. When N is not a multiple of 192 the
+//   last column tile's top warpgroups lie past N: TMA zero-fills their weight
+//   and scale boxes, they compute zeros, and they store nothing. Work items, claimed statically
 //   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
 //   next item while the consumers store: whole tiles for the full waves, and
 //   the tiles of the last, partial wave split along K so that it fills the
@@ -38,9 +43,9 @@
 //   split order: bit-identical run to run, like everything else here.
 //
 // Shared memory, per stage: x KS x (BT, 64) 16-bit = 128 BT bytes per slice
-//   [1024-aligned], packed 2 x KS x kSliceBytes, scales and zero points
-//   2 KS x 128 x 2 B each (room for group 32's two rows per slice). Plus
-//   2 x 128 BT bytes of epilogue staging (prefill_sm90_layout.h).
+//   [1024-aligned], packed CG x KS x kSliceBytes, scales and zero points
+//   2 KS x 64 CG x 2 B each (room for group 32's two rows per slice). Plus
+//   CG x 128 BT bytes of epilogue staging (prefill_sm90_layout.h).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -72,6 +77,7 @@ struct Params {
   const uint16_t* bias;    // (N) or nullptr (split tiles: added by reduce_kernel)
   float* partials;         // fp32 partials of the split tiles, or nullptr when none
   int M, K, N, group;
+  int tile_n;              // output columns per tile: 64 CG
   int channelwise;         // 1: every k reads scale row 0 (the replicas are not read)
   int m_tiles, n_tiles;
   int k_stages;            // K / (64 KS): pipeline stages per tile
@@ -122,7 +128,7 @@ SF_DEVICE Item item_of(const Params& p, int item) {
   }
   int n_tile;
   tile_coords(p, mn, it.m_tile, n_tile);
-  it.n0 = n_tile * kTileN;
+  it.n0 = n_tile * p.tile_n;
   it.kb0 = static_cast<int>(static_cast<long long>(split) * p.k_stages / parts);
   it.kb1 = static_cast<int>(static_cast<long long>(split + 1) * p.k_stages / parts);
   return it;
@@ -223,13 +229,13 @@ SF_DEVICE void warpgroup_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
-template <int BITS, bool BF16, int BT, int KS>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int BITS, bool BF16, int BT, int KS, int CG>
+__global__ void __launch_bounds__(threads_for(CG), 1)
     gemm_kernel(const __grid_constant__ Params p, const __grid_constant__ CUtensorMap tmap_x,
                 const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_s,
                 const __grid_constant__ CUtensorMap tmap_z, const __grid_constant__ CUtensorMap tmap_y) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout<BITS, BT, KS>;
+  using L = Layout<BITS, BT, KS, CG>;
   constexpr int kStages = L::kStages;
   constexpr int kAcc = BT / 2;  // fp32 accumulators per thread: (64 x BT) / 128
   using MmaAtom = typename Atom<BF16, BT>::type;
@@ -250,7 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ClusterBarrier::init(&full[s], 1);   // the producer's arrive + the stage's bytes
-      ClusterBarrier::init(&empty[s], 2);  // one arrive per consumer warpgroup
+      ClusterBarrier::init(&empty[s], CG);  // one arrive per consumer warpgroup
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x));
@@ -275,18 +281,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Three threads (lane 0 of warps 0, 1, 2) walk the same stages and each
     // issues one kind of copy onto the stage's barrier: warp 0 arms it with
     // the stage's total bytes and loads x, warp 1 the packed slices (one 3-D
-    // box: 2 n64 blocks x the stage's KS k64 slices), warp 2 the scale (and zero-point)
+    // box: CG n64 blocks x the stage's KS k64 slices), warp 2 the scale (and zero-point)
     // rows. Spreading the issue over three threads and using TMA boxes for
     // the packed slices and scale rows measured 17% faster at M <= 64 than
     // one thread issuing bulk copies (2026-12-02, 70B gate_up). A copy may
     // complete before the arming arrive: the barrier's transaction count
     // goes negative until then and the phase cannot complete without the
     // arrive.
-    cutlass::arch::warpgroup_reg_dealloc<40>();
+    cutlass::arch::warpgroup_reg_dealloc<producer_regs(CG)>();
     const int role_warp = threadIdx.x / 32;
     if (threadIdx.x % 32 != 0 || role_warp > 2) return;
     constexpr int kSlice = kSliceBytes<BITS>;
-    const uint32_t tx = KS * p.x_rows * 128 + 2 * KS * kSlice + rows * 256 * (has_zeros ? 2 : 1);
+    // Boxes past N (the last column tile of a ragged N) are zero-filled and still count in full.
+    const uint32_t tx = KS * p.x_rows * 128 + CG * KS * kSlice + rows * L::kSRowBytes * (has_zeros ? 2 : 1);
     const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
     constexpr int kBlocksPerStage = kSliceK / format::block_k(BITS);
     int stage = 0;
@@ -304,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint,
                                          smem + L::kOffX + stage * L::kXBytes + j * L::kXTile, (kb * KS + j) * kSliceK, m0);
         } else if (role_warp == 1) {
-          // (256 u64 per block, k block, n block): both n64 blocks of the tile at this stage's
+          // (256 u64 per block, k block, n block): the CG n64 blocks of the tile at this stage's
           // KS k64 slices (the host's box spans KS * kBlocksPerStage k blocks).
           cute::SM90_TMA_LOAD_3D::copy(&tmap_w, &full[stage], hint, smem + L::kOffW + stage * L::kWBytes, 0,
                                        kb * KS * kBlocksPerStage, nb);
@@ -325,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // -------------------------------------------------------------- consumers
-  cutlass::arch::warpgroup_reg_alloc<232>();
+  cutlass::arch::warpgroup_reg_alloc<consumer_regs(CG)>();
   const int c = wg - 1;  // n64 block of the CTA tile this warpgroup owns
   const int warp = tid / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
@@ -333,6 +340,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t w_off = c * KS * kSliceBytes<BITS>;  // this warpgroup's n64 block: KS slices back to back
   const uint32_t col = 2u * (64 * c + role.n_lo);  // byte offset of column n_lo in a staged scale row
   const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * BT * 128;
+  constexpr int kPartialThreads = 128 * CG;  // a split tile's partials: float4 q of thread i at q * 128 CG + i
 
   float acc[kAcc];
 #pragma unroll
@@ -345,7 +353,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Staged scale row of slice i (group 32 stages two rows per slice; group >= 128 one row for both).
   uint32_t slice_row[KS];
 #pragma unroll
-  for (int i = 0; i < KS; ++i) slice_row[i] = p.channelwise ? 0u : static_cast<uint32_t>((i * kSliceK) / p.group) * 256u;
+  for (int i = 0; i < KS; ++i)
+    slice_row[i] = p.channelwise ? 0u : static_cast<uint32_t>((i * kSliceK) / p.group * L::kSRowBytes);
 
   int stage = 0;
   uint32_t phase = 0;
@@ -361,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       at.words = s_w + stage * L::kWBytes + w_off + i * kSliceBytes<BITS>;
       at.scales = s_s + stage * L::kSBytes + slice_row[i] + col;
       at.zeros = s_z + stage * L::kSBytes + slice_row[i] + col;
-      at.row1 = (p.group == 32 && !p.channelwise) ? 256u : 0u;
+      at.row1 = (p.group == 32 && !p.channelwise) ? static_cast<uint32_t>(L::kSRowBytes) : 0u;
       uint32_t(&ai)[4][4] = *reinterpret_cast<uint32_t(*)[4][4]>(&a[4 * i]);
       if (has_zeros) {
         transform_slice<BITS, BF16, true>(at, role, ai);
@@ -407,14 +416,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // ------------------------------------------------------------ epilogue
     if (it.slot >= 0) {
-      // Fragment-order fp32 partials: float4 q of thread i at ((slot, q) * 256 + i) * 4.
-      float4* dst = reinterpret_cast<float4*>(p.partials) + static_cast<long long>(it.slot) * (kAcc / 4) * 256 +
-                    (128 * c + tid);
+      // Fragment-order fp32 partials: float4 q of thread i at ((slot, q) * 128 CG + i) * 4.
+      float4* dst = reinterpret_cast<float4*>(p.partials) +
+                    static_cast<long long>(it.slot) * (kAcc / 4) * kPartialThreads + (128 * c + tid);
 #pragma unroll
       for (int q = 0; q < kAcc / 4; ++q)
-        dst[q * 256] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+        dst[q * kPartialThreads] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
       continue;
     }
+    // A warpgroup past N (the last column tile of a ragged N) has nothing to store.
+    if (it.n0 + 64 * c >= p.N) continue;
     float b_lo = 0.f, b_hi = 0.f;
     if (p.bias != nullptr) {
       b_lo = to_f32<BF16>(p.bias[it.n0 + 64 * c + role.n_lo]);
@@ -461,13 +472,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Split tiles: y = round(sum over splits, in split order, of the fragment-
-// order partials + bias). grid (split tiles, BT / 8): CTA (i, q) finishes
-// float4 q of every thread of split tile i; thread j holds what consumer
-// thread j held (same Role), so the fragment -> (token, column) map is the
-// epilogue's.
-template <int BITS, bool BF16, int BT>
-__global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
+// order partials + bias). grid (split tiles, BT / 8), 128 CG threads: CTA
+// (i, q) finishes float4 q of every thread of split tile i; thread j holds
+// what consumer thread j held (same Role), so the fragment -> (token, column)
+// map is the epilogue's.
+template <int BITS, bool BF16, int BT, int CG>
+__global__ void __launch_bounds__(128 * CG) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
   constexpr int kQuads = BT / 8;  // float4s per thread
+  constexpr int kPartialThreads = 128 * CG;
   // Launched behind the GEMM with programmatic stream serialization (its launch latency hides
   // under the GEMM): the partials are complete and visible only after this wait.
   ptx::grid_dependency_wait();
@@ -477,16 +489,17 @@ __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Par
   int m_tile, n_tile;
   tile_coords(p, mn, m_tile, n_tile);
   const int m0 = m_tile * BT;
-  const int n0 = n_tile * kTileN;
+  const int n0 = n_tile * p.tile_n;
   const int c = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   const Role role = make_role<BITS>(warp, lane);
   const int n_lo = n0 + 64 * c + role.n_lo;
+  if (n_lo >= p.N) return;  // a warpgroup past a ragged N: its partials are zeros, never stored
   const float4* src = reinterpret_cast<const float4*>(p.partials) +
-                      (static_cast<long long>(blockIdx.x) * p.splits * kQuads + q) * 256 + threadIdx.x;
+                      (static_cast<long long>(blockIdx.x) * p.splits * kQuads + q) * kPartialThreads + threadIdx.x;
   float v[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s = 0; s < p.splits; ++s) {  // fixed order: bit-identical every run
-    const float4 f = src[static_cast<long long>(s) * kQuads * 256];
+    const float4 f = src[static_cast<long long>(s) * kQuads * kPartialThreads];
     v[0] += f.x;
     v[1] += f.y;
     v[2] += f.z;
@@ -505,28 +518,47 @@ __global__ void __launch_bounds__(256) reduce_kernel(const __grid_constant__ Par
   }
 }
 
-// The instantiated kernels of one bit width, by (dtype, token tile); each of
-// prefill_sm90_int4.cu / _int8.cu instantiates one bit width through this.
-template <int BITS, bool BF16, int BT>
+// The instantiated kernels of one bit width, by (dtype, consumer warpgroups,
+// token tile); each of prefill_sm90_int4.cu / _int8.cu instantiates one bit
+// width through this.
+template <int BITS, bool BF16, int BT, int CG>
 KernelSet make_kernel_set() {
-  constexpr int KS = slices_for<BITS, BT>();
+  constexpr int KS = slices_for<BITS, BT, CG>();
+  using L = Layout<BITS, BT, KS, CG>;
   KernelSet k;
-  k.gemm = reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, BT, KS>);
-  k.reduce = reinterpret_cast<const void*>(&reduce_kernel<BITS, BF16, BT>);
-  k.smem_bytes = Layout<BITS, BT, KS>::kSmemBytes;
-  k.stages = Layout<BITS, BT, KS>::kStages;
+  k.gemm = reinterpret_cast<const void*>(&gemm_kernel<BITS, BF16, BT, KS, CG>);
+  k.reduce = reinterpret_cast<const void*>(&reduce_kernel<BITS, BF16, BT, CG>);
+  k.smem_bytes = L::kSmemBytes;
+  k.stages = L::kStages;
   k.slices = KS;
+  k.threads = threads_for(CG);
+  k.tile_n = tile_n(CG);
   return k;
 }
 
-template <int BITS>
-KernelSet kernel_set(bool bf16, int bt) {
-  switch (bt) {
-    case 64: return bf16 ? make_kernel_set<BITS, true, 64>() : make_kernel_set<BITS, false, 64>();
-    case 128: return bf16 ? make_kernel_set<BITS, true, 128>() : make_kernel_set<BITS, false, 128>();
-    case 256: return bf16 ? make_kernel_set<BITS, true, 256>() : make_kernel_set<BITS, false, 256>();
-    default: return KernelSet{};
+template <int BITS, bool BF16>
+KernelSet kernel_set_dtype(int cg, int bt) {
+  if (cg == 2) {
+    switch (bt) {
+      case 64: return make_kernel_set<BITS, BF16, 64, 2>();
+      case 128: return make_kernel_set<BITS, BF16, 128, 2>();
+      case 256: return make_kernel_set<BITS, BF16, 256, 2>();
+      default: return KernelSet{};
+    }
   }
+  if (cg == 3) {
+    switch (bt) {
+      case 64: return make_kernel_set<BITS, BF16, 64, 3>();
+      case 128: return make_kernel_set<BITS, BF16, 128, 3>();
+      default: return KernelSet{};
+    }
+  }
+  return KernelSet{};
+}
+
+template <int BITS>
+KernelSet kernel_set(bool bf16, int cg, int bt) {
+  return bf16 ? kernel_set_dtype<BITS, true>(cg, bt) : kernel_set_dtype<BITS, false>(cg, bt);
 }
 
 }  // namespace sm90

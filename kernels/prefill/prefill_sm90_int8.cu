@@ -5,7 +5,7 @@ namespace swordfish {
 namespace prefill {
 namespace sm90 {
 
-KernelSet kernels_int8(bool bf16, int bt) { return kernel_set<8>(bf16, bt); }
+KernelSet kernels_int8(bool bf16, int cg, int bt) { return kernel_set<8>(bf16, cg, bt); }
 
 }  // namespace sm90
 }  // namespace prefill

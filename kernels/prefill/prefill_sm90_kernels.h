@@ -8,16 +8,19 @@ namespace prefill {
 namespace sm90 {
 
 struct KernelSet {
-  const void* gemm = nullptr;    // gemm_kernel<BITS, BF16, BT>
-  const void* reduce = nullptr;  // reduce_kernel<BITS, BF16, BT>
+  const void* gemm = nullptr;    // gemm_kernel<BITS, BF16, BT, KS, CG>
+  const void* reduce = nullptr;  // reduce_kernel<BITS, BF16, BT, CG>
   int smem_bytes = 0;            // dynamic shared memory of gemm
   int stages = 0;
   int slices = 1;                // k64 slices per pipeline stage (KS): 2 = k128 stages
+  int threads = 0;               // 128 (1 + CG)
+  int tile_n = 0;                // output columns per tile: 64 CG
 };
 
-// bt: 64, 128 or 256. Returns an empty set for anything else.
-KernelSet kernels_int4(bool bf16, int bt);
-KernelSet kernels_int8(bool bf16, int bt);
+// cg: consumer warpgroups (2: 128-column tiles, 3: 192); bt: 64, 128 or 256
+// (cg 3: 64 or 128). Returns an empty set for anything else (has_tile).
+KernelSet kernels_int4(bool bf16, int cg, int bt);
+KernelSet kernels_int8(bool bf16, int cg, int bt);
 
 }  // namespace sm90
 }  // namespace prefill

@@ -24,9 +24,9 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
-sm90::KernelSet kernels_for(const GemmProblem& p, int bt) {
+sm90::KernelSet kernels_for(const GemmProblem& p, const sm90::Plan& plan) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  return p.bits == 4 ? sm90::kernels_int4(bf16, bt) : sm90::kernels_int8(bf16, bt);
+  return p.bits == 4 ? sm90::kernels_int4(bf16, plan.cg, plan.bt) : sm90::kernels_int8(bf16, plan.cg, plan.bt);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -77,23 +77,25 @@ std::string tile_map_16(CUtensorMap* map, const void* base, long long rows, long
 }
 
 // The packed tensor as plain bytes: (256 u64 per block, K / block_k blocks,
-// N / 64 blocks); one box is the k64 slice of two adjacent n64 blocks.
-std::string packed_map(CUtensorMap* map, const GemmProblem& p, int slices) {
+// N / 64 blocks); one box is the stage's k64 slices of the tile's cg adjacent
+// n64 blocks (blocks past N are zero-filled).
+std::string packed_map(CUtensorMap* map, const GemmProblem& p, int slices, int cg) {
   const long long kblocks = p.K / format::block_k(p.bits);
   const cuuint64_t dims[3] = {format::kBlockBytes / 8, static_cast<cuuint64_t>(kblocks),
                               static_cast<cuuint64_t>(p.N / format::kBlockN)};
   const cuuint64_t strides[2] = {format::kBlockBytes, static_cast<cuuint64_t>(kblocks) * format::kBlockBytes};
   const cuuint32_t box[3] = {format::kBlockBytes / 8, static_cast<cuuint32_t>(slices * kSliceK / format::block_k(p.bits)),
-                              2};
+                              static_cast<cuuint32_t>(cg)};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, p.packed, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
                 "packed");
 }
 
-// Scales / folded zero points (K / group, N), 16-bit: boxes of (rows, 128 columns).
-std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, int rows, const char* what) {
+// Scales / folded zero points (K / group, N), 16-bit: boxes of (rows, tile_n columns).
+std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, int rows, int tile_n,
+                      const char* what) {
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.N), static_cast<cuuint64_t>(p.K / p.group)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.N) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(sm90::kTileN), static_cast<cuuint32_t>(rows)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_n), static_cast<cuuint32_t>(rows)};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
@@ -141,8 +143,9 @@ size_t workspace_bytes(const GemmProblem& p) {
 
 std::string describe(const GemmProblem& p) {
   const sm90::Plan plan = sm90::make_plan(p);
-  const sm90::KernelSet k = kernels_for(p, plan.bt);
-  return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=128x" +
+  const sm90::KernelSet k = kernels_for(p, plan);
+  return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=" +
+         str(plan.tile_n) + "x" +
          str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) +
          " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) + " grid=" + str(plan.grid) +
          " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
@@ -153,8 +156,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (!why.empty()) return why;
   if (p.M == 0) return "";
   const sm90::Plan plan = sm90::make_plan(p);
-  const sm90::KernelSet k = kernels_for(p, plan.bt);
-  if (k.gemm == nullptr) return "no prefill kernel for token tile " + str(plan.bt);
+  const sm90::KernelSet k = kernels_for(p, plan);
+  if (k.gemm == nullptr || k.tile_n != plan.tile_n)
+    return "no prefill kernel for tile " + str(plan.tile_n) + "x" + str(plan.bt);
   if (p.workspace_bytes < plan.ws_x + plan.ws_partials || (plan.ws_x + plan.ws_partials > 0 && p.workspace == nullptr))
     return "prefill workspace too small: " + str(static_cast<long long>(p.workspace_bytes)) + " bytes, needs " +
            str(static_cast<long long>(plan.ws_x + plan.ws_partials));
@@ -177,6 +181,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.K = p.K;
   params.N = p.N;
   params.group = p.group;
+  params.tile_n = plan.tile_n;
   params.channelwise = p.channelwise ? 1 : 0;
   params.m_tiles = plan.m_tiles;
   params.n_tiles = plan.n_tiles;
@@ -190,9 +195,10 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   CUtensorMap tmap_x, tmap_w, tmap_s, tmap_z, tmap_y;
   params.x_rows = plan.m_tiles == 1 ? static_cast<int>(std::min<long long>(plan.bt, (p.M + 7) / 8 * 8)) : plan.bt;
   why = tile_map_16(&tmap_x, x, p.M, p.K, params.x_rows, "x");
-  if (why.empty()) why = packed_map(&tmap_w, p, k.slices);
-  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, "scales");
-  if (why.empty()) why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, "zeros");
+  if (why.empty()) why = packed_map(&tmap_w, p, k.slices, plan.cg);
+  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n, "scales");
+  if (why.empty())
+    why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n, "zeros");
   if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");
   if (!why.empty()) return why;
 
@@ -209,7 +215,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(plan.grid);
-  cfg.blockDim = dim3(sm90::kThreads);
+  cfg.blockDim = dim3(k.threads);
   cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
   cfg.stream = stream;
   cfg.attrs = pdl;
@@ -221,7 +227,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     void* rargs[] = {&params, &y};
     cudaLaunchConfig_t rcfg = cfg;
     rcfg.gridDim = dim3(plan.split_tiles, plan.bt / 8);
-    rcfg.blockDim = dim3(256);
+    rcfg.blockDim = dim3(128 * plan.cg);
     rcfg.dynamicSmemBytes = 0;
     if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
   }

@@ -1,6 +1,7 @@
 // Shared-memory layout and pipeline depth of the sm90 prefill kernel
-// (prefill_sm90.cuh), by bit width, token tile BT and k64 slices per stage
-// KS. Plain C++ (no CUDA): the kernel, its host planner
+// (prefill_sm90.cuh), by bit width, token tile BT, k64 slices per stage KS
+// and consumer warpgroups CG (each owns 64 output columns: CTA tiles of 128
+// or 192 columns). Plain C++ (no CUDA): the kernel, its host planner
 // (prefill_sm90_plan.h) and the CPU tests read the same numbers.
 #pragma once
 
@@ -10,21 +11,38 @@ namespace swordfish {
 namespace prefill {
 namespace sm90 {
 
-inline constexpr int kThreads = 384;
-inline constexpr int kTileN = 128;         // output columns per CTA
 inline constexpr int kSmemLimit = 232448;  // sm90 opt-in shared memory per block
 inline constexpr int kMaxStages = 8;
 
-template <int BITS, int BT, int KS>
+// A CTA is one producer warpgroup and CG consumer warpgroups; consumer c owns
+// output columns n0 + 64 c .. + 63 of the CTA's tile_n(CG) columns.
+constexpr int threads_for(int cg) { return 128 * (cg + 1); }
+constexpr int tile_n(int cg) { return 64 * cg; }
+// Registers per thread after setmaxnreg (producer, consumers): 128 (40 + 2 x 232) = 504 and
+// 128 (40 + 3 x 152) = 496 of the SM's 512 per thread slot.
+constexpr int producer_regs(int) { return 40; }
+constexpr int consumer_regs(int cg) { return cg == 2 ? 232 : 152; }
+static_assert(producer_regs(2) + 2 * consumer_regs(2) <= 512 && producer_regs(3) + 3 * consumer_regs(3) <= 512,
+              "setmaxnreg budgets fit the register file");
+
+// Token tiles a CG has a kernel for: the 192-column tile has 152 registers per consumer thread,
+// no room for BT = 256's 128 accumulators plus two A buffers.
+constexpr bool has_tile(int cg, int bt) {
+  return (cg == 2 && (bt == 64 || bt == 128 || bt == 256)) || (cg == 3 && (bt == 64 || bt == 128));
+}
+
+template <int BITS, int BT, int KS, int CG = 2>
 struct Layout {
-  static_assert(BT == 64 || BT == 128 || BT == 256, "token tile");
+  static_assert(has_tile(CG, BT), "token tile");
   static_assert(KS == 1 || KS == 2, "k64 slices per stage");
+  static constexpr int kTileN = tile_n(CG);                // output columns per CTA
   static constexpr int kXTile = BT * 128;                  // one (BT, 64) 16-bit tile, 128 B per row
   static constexpr int kXBytes = KS * kXTile;              // (KS, BT, 64)
-  static constexpr int kWBytes = 2 * KS * kSliceBytes<BITS>;  // (2 n64 blocks, KS k64 slices)
-  static constexpr int kSBytes = 2 * KS * kTileN * 2;      // (2 KS rows: group 32, 128 columns) 16-bit
+  static constexpr int kWBytes = CG * KS * kSliceBytes<BITS>;  // (CG n64 blocks, KS k64 slices)
+  static constexpr int kSRowBytes = kTileN * 2;            // one staged scale row: kTileN 16-bit columns
+  static constexpr int kSBytes = 2 * KS * kSRowBytes;      // (2 KS rows: group 32, kTileN columns) 16-bit
   static constexpr int kStageBytes = kXBytes + kWBytes + 2 * kSBytes;
-  static constexpr int kEpiBytes = 2 * BT * 128;           // (2 warpgroups, BT, 64) 16-bit
+  static constexpr int kEpiBytes = CG * BT * 128;          // (CG warpgroups, BT, 64) 16-bit
   static constexpr int kReserve = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
   static constexpr int kFit = (kSmemLimit - kReserve - kEpiBytes) / kStageBytes;
   static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
@@ -47,21 +65,29 @@ struct Layout {
 // halves, where at least four k128 stages fit (int8 at BT = 128 fits three,
 // and measured 5-8% slower than its seven k64 stages at M = 128,
 // benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
-// registers have no room for a second slice's A.
-template <int BITS, int BT>
+// registers have no room for a second slice's A, and for the 192-column tile:
+// ptxas allocates its consumers within the 128 registers a 512-thread launch
+// allows (setmaxnreg's larger run-time budget does not seem to reach its allocation), and
+// at KS = 2 it serialized the BT = 64 wgmmas (C7512).
+template <int BITS, int BT, int CG = 2>
 constexpr int slices_for() {
-  if constexpr (BT > 128) {
+  if constexpr (BT > 128 || CG == 3) {
     return 1;
   } else {
-    return Layout<BITS, BT, 2>::kStages >= 4 ? 2 : 1;
+    return Layout<BITS, BT, 2, CG>::kStages >= 4 ? 2 : 1;
   }
 }
 
-// KS of a token tile at run time (0 for a BT the kernel does not have).
-constexpr int slices(int bits, int bt) {
-  if (bits == 4) return bt == 64 ? slices_for<4, 64>() : bt == 128 ? slices_for<4, 128>() : bt == 256 ? 1 : 0;
-  if (bits == 8) return bt == 64 ? slices_for<8, 64>() : bt == 128 ? slices_for<8, 128>() : bt == 256 ? 1 : 0;
-  return 0;
+// KS of a (CG, token tile) at run time (0 for a tile the kernel does not have).
+template <int BITS>
+constexpr int slices_bits(int cg, int bt) {
+  if (!has_tile(cg, bt)) return 0;
+  if (bt == 256) return 1;
+  if (cg == 2) return bt == 64 ? slices_for<BITS, 64, 2>() : slices_for<BITS, 128, 2>();
+  return bt == 64 ? slices_for<BITS, 64, 3>() : slices_for<BITS, 128, 3>();
+}
+constexpr int slices(int bits, int bt, int cg = 2) {
+  return bits == 4 ? slices_bits<4>(cg, bt) : bits == 8 ? slices_bits<8>(cg, bt) : 0;
 }
 
 }  // namespace sm90

@@ -4,10 +4,11 @@
 // checks it on the CPU (kernels/prefill/tests/plan_main.cpp).
 //
 // Plan (a pure function of the problem and the device's SM count G):
-//   For each token tile BT in {256, 128, 64}: T = n_tiles * m_tiles tiles of
-//   k_stages stages each; a stage is KS = sm90::slices_for<BITS, BT>() k64
-//   slices (k128 for BT <= 128 where four such stages fit) and costs
-//   stage(BT) = KS * slice_ns(BT).
+//   For each tile, CG consumer warpgroups (64 CG columns: 128, or 192 with
+//   BT <= 128) by token tile BT in {256, 128, 64}: T = n_tiles * m_tiles
+//   tiles (n_tiles = ceil(N / 64 CG)) of k_stages stages each; a stage is
+//   KS = sm90::slices_for<BITS, BT, CG>() k64 slices (k128 for BT <= 128
+//   where four such stages fit) and costs stage = KS * slice_ns(BT, CG).
 //     whole tiles only:  time = ceil(T / G) * (k_stages * stage(BT) + item)
 //     split tail:        the floor(T / G) full waves run whole tiles; the
 //                        r = T mod G tiles left (all T when T < G) are split
@@ -16,7 +17,7 @@
 //                        time = (floor(T / G) * k_stages + ceil(r s / G) *
 //                        ceil(k_stages / s)) * stage(BT) + (floor(T / G) +
 //                        ceil(r s / G)) * item + reduce(r, s, BT)
-//   and the cheapest wins (ties: larger BT, then no split). item is a work
+//   and the cheapest wins (ties: 128 columns, larger BT, then no split). item is a work
 //   item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
 //   partial bytes written and read at L2 rate.
 //   The constants are a least-squares fit (relative error) to 123 H200
@@ -42,8 +43,18 @@ namespace swordfish {
 namespace prefill {
 namespace sm90 {
 
-// The cost model (fitted, see above).
-inline constexpr double slice_ns(int bt) { return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0; }  // per k64 slice
+// The cost model (fitted, see above), per k64 slice. A 192-column slice does
+// 1.5x the dequantization and MMA work of a 128-column one on the same staged
+// x and measured 1.56x (BT 128) and 1.74x (BT 64, which loses its k128
+// stages): the wide tile is for wave quantization, not a faster slice. Its two
+// constants are fitted with the others held (153 H200 timings of both tiles,
+// int4, the eight Llama-3 shapes at M = 33 ... 2048,
+// benchmarks/results/h200/2026-12-03-e/experiments/).
+inline constexpr double slice_ns(int bt, int cg = 2) {
+  if (cg == 3) return bt <= 64 ? 508.0 : 655.0;
+  return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0;
+}
+inline constexpr int kConsumerGroups[] = {2, 3};
 inline constexpr double kItemNs = 135.0;             // per work item an SM runs
 inline constexpr double kReduceLaunchNs = 4900.0;    // the extra kernel and its dependency
 inline constexpr double kReduceBytesPerNs = 6250.0;  // partials through L2, written + read
@@ -56,8 +67,11 @@ inline size_t plan_align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 // What launch() runs (Params takes the same names).
 struct Plan {
+  int cg = 2;                      // consumer warpgroups: tile_n = 64 cg output columns per tile
+  int tile_n = 128;
   int bt = 0;                      // token tile
-  int m_tiles = 0, n_tiles = 0;    // tiles along M (BT rows) and N (kTileN columns)
+  int m_tiles = 0, n_tiles = 0;    // tiles along M (BT rows) and N (tile_n columns; the last may
+                                   // reach past N when tile_n does not divide it)
   int k_stages = 0;                // pipeline stages per whole tile: K / (64 KS)
   int dp_tiles = 0;                // tiles run whole, a multiple of the grid (or all of them)
   int splits = 1;                  // k ranges of each remaining tile (1: none remain split)
@@ -72,18 +86,24 @@ struct Plan {
 // Reads p.M, K, N, bits, sm_count and whether p.perm is set.
 inline Plan make_plan(const GemmProblem& p) {
   Plan best;
-  const int n_tiles = p.N / kTileN;
   const long long sms = p.sm_count > 0 ? p.sm_count : 1;
   bool have = false;
+  for (int cg : kConsumerGroups)
   for (int bt : kTokenTiles) {
+    const int tn = tile_n(cg);
+    if (!has_tile(cg, bt) || (cg > 2 && p.N < tn)) continue;  // a wide tile on fewer columns is mostly waste
+    const int n_tiles = static_cast<int>(plan_ceil_div(p.N, tn));
     const long long m_tiles = plan_ceil_div(p.M, bt);
     const long long tiles = m_tiles * n_tiles;
     // A stage is KS k64 slices (the kernel's choice: slices_for).
-    const int ks = slices(p.bits, bt);
+    const int ks = slices(p.bits, bt, cg);
     const int k_stages = p.K / (kSliceK * ks);
-    const double stage_ns = ks * slice_ns(bt);
+    const double stage_ns = ks * slice_ns(bt, cg);
     // Whole tiles only.
     Plan cand;
+    cand.cg = cg;
+    cand.tile_n = tn;
+    cand.n_tiles = n_tiles;
     cand.bt = bt;
     cand.k_stages = k_stages;
     cand.m_tiles = static_cast<int>(m_tiles);
@@ -103,7 +123,7 @@ inline Plan make_plan(const GemmProblem& p) {
         Plan split = cand;
         split.dp_tiles = static_cast<int>(full * sms);
         split.splits = s;
-        const double partial_bytes = static_cast<double>(r) * s * bt * kTileN * sizeof(float);
+        const double partial_bytes = static_cast<double>(r) * s * bt * tn * sizeof(float);
         const double rounds = static_cast<double>(plan_ceil_div(r * s, sms));
         split.est_ns = (static_cast<double>(full) * k_stages + rounds * static_cast<double>(plan_ceil_div(k_stages, s))) *
                            stage_ns +
@@ -123,13 +143,13 @@ inline Plan make_plan(const GemmProblem& p) {
       }
     }
   }
-  best.n_tiles = n_tiles;
+  const int n_tiles = best.n_tiles;
   // Raster band: the resident tiles (about G of them) span a m tiles x G / a
   // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
-  // of 128 * K * bits / 8 bytes; the sum is smallest at
-  // a = sqrt(G * 128 * bits / 8 / (2 * bt)).
+  // of tile_n * K * bits / 8 bytes; the sum is smallest at
+  // a = sqrt(G * tile_n * bits / 8 / (2 * bt)).
   {
-    const double a = std::sqrt(static_cast<double>(sms) * kTileN * p.bits / 8.0 / (2.0 * best.bt));
+    const double a = std::sqrt(static_cast<double>(sms) * best.tile_n * p.bits / 8.0 / (2.0 * best.bt));
     int g = static_cast<int>(a + 0.5);
     if (g < 1) g = 1;
     if (g > best.m_tiles) g = best.m_tiles;
@@ -142,7 +162,7 @@ inline Plan make_plan(const GemmProblem& p) {
   best.grid = static_cast<int>(items < sms ? items : sms);
   if (p.perm != nullptr) best.ws_x = plan_align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
   if (best.splits > 1)
-    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * kTileN * sizeof(float);
+    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * best.tile_n * sizeof(float);
   return best;
 }
 
