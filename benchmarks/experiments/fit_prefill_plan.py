@@ -35,6 +35,8 @@ NO = 1e12
 MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO),
           "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5, NO, NO),
           "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0),
+          # the same planner before the 192-column tile existed (2026-12-02-f to 8dc57a8)
+          "fit2": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, NO, NO),
           # an experiment build pricing the 192-column slice at 0.6x a 128-column one (2.5x too cheap):
           # the wide tile wherever it exists, to time it (results/h200/2026-12-03-e/experiments/)
           "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0)}

@@ -6,7 +6,7 @@ sys.path.insert(0, "benchmarks/experiments")
 DIR = sys.argv[1]
 import fit_prefill_plan as f
 times = {}
-for model, pat in (("fit", f"{DIR}/prefill/main_*.json"), ("cg3f", f"{DIR}/prefill/cg3f_*.json")):
+for model, pat in (("fit2", f"{DIR}/prefill/main_*.json"), ("cg3f", f"{DIR}/prefill/cg3f_*.json")):
     for path in glob.glob(pat):
         for row in json.load(open(path))["rows"]:
             K, N = f.SHAPES[(row["model"], row["layer"])]
