@@ -134,11 +134,14 @@ def test_plan_follows_the_sm_count(planner):
 
 def test_the_refit_script_replays_this_planner(planner):
     """benchmarks/experiments/fit_prefill_plan.py replays the planner in Python to know which plan each
-    timing ran; under the committed constants its replay must be this header's plan (int4, 132 SMs)."""
+    timing ran; under the committed constants its replay must be this header's plan (int4 and int8, 132
+    SMs)."""
     pytest.importorskip("numpy")
     import repo_scripts
 
     fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
-    queries = [(M, K, N, 4, 132, False) for K, N in LLAMA for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
-    for (M, K, N, *_), t in zip(queries, planner.plans(queries)):
-        assert fit.plan(K, N, M, fit.MODELS["fit"]) == (t["bt"], t["splits"], t["cg"]), (M, K, N, t)
+    for bits, model in ((4, "fit"), (8, "fit8")):
+        queries = [(M, K, N, bits, 132, False) for K, N in LLAMA
+                   for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
+        for (M, K, N, *_), t in zip(queries, planner.plans(queries)):
+            assert fit.plan(K, N, M, fit.MODELS[model], bits) == (t["bt"], t["splits"], t["cg"]), (bits, M, K, N, t)

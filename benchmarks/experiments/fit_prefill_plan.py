@@ -10,6 +10,8 @@ faster one. The replay mirrors make_plan (an experiment, not a tool: keep it in 
 
     python benchmarks/experiments/fit_prefill_plan.py old:DIR/main_*.json fit:DIR/fit_*.json
 
+One bit width per run (the files say theirs: int8 plans with k64 stages at BT 128).
+
 Used for the constants of 2026-12-02-f (results/h200/2026-12-02-f/experiments/).
 """
 
@@ -35,19 +37,23 @@ NO = 1e12
 MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO),
           "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5, NO, NO),
           "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0),
-          # the same planner before the 192-column tile existed (2026-12-02-f to 8dc57a8)
+          # the same planner before the 192-column tile existed (2026-12-02-f to 8dc57a8; int8 too)
           "fit2": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, NO, NO),
+          # int8's own slice constants (2026-12-03-e; item and reduce held)
+          "fit8": (365.0, 505.0, 820.0, 135.0, 4900.0, 0.16, 547.0, 718.0),
           # an experiment build pricing the 192-column slice at 0.6x a 128-column one (2.5x too cheap):
           # the wide tile wherever it exists, to time it (results/h200/2026-12-03-e/experiments/)
           "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0)}
-# k64 slices per stage by (consumer warpgroups, BT): int4, k128 stages for BT <= 128 on 128 columns
-SLICES = {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1}
+# k64 slices per stage by bits and (consumer warpgroups, BT): k128 stages for BT <= 128 on 128
+# columns, except int8 at BT 128
+SLICES = {4: {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1},
+          8: {(2, 64): 2, (2, 128): 1, (2, 256): 1, (3, 64): 1, (3, 128): 1}}
 SLICE_COL = {(2, 64): 0, (2, 128): 1, (2, 256): 2, (3, 64): 6, (3, 128): 7}
 
 
-def terms(K, N, M, bt, s, cg=2):
+def terms(K, N, M, bt, s, cg=2, bits=4):
     """The cost model's terms of one plan: slices per (cg, BT) (5), items, reduce launches, partial KB."""
-    ks = SLICES[(cg, bt)]
+    ks = SLICES[bits][(cg, bt)]
     kst = K // (64 * ks)
     tn = 64 * cg
     T = -(-M // bt) * -(-N // tn)
@@ -64,15 +70,15 @@ def terms(K, N, M, bt, s, cg=2):
     return f
 
 
-def plan(K, N, M, c):
+def plan(K, N, M, c, bits=4):
     """make_plan's choice (bt, splits, cg) under constants c."""
     best = None
     for cg, bt in ((2, 256), (2, 128), (2, 64), (3, 128), (3, 64)):
         tiles = -(-M // bt) * -(-N // (64 * cg))
-        kst = K // (64 * SLICES[(cg, bt)])
+        kst = K // (64 * SLICES[bits][(cg, bt)])
         splits = [1] + ([s for s in range(2, 9) if kst // s >= 4] if tiles % G else [])
         for s in splits:
-            est = float(terms(K, N, M, bt, s, cg) @ np.array(c))
+            est = float(terms(K, N, M, bt, s, cg, bits) @ np.array(c))
             if best is None or est < best[0]:
                 best = (est, bt, s, cg)
     return best[1], best[2], best[3]
@@ -83,10 +89,12 @@ def main(argv):
     for arg in argv:
         model, pattern = arg.split(":", 1)
         for path in glob.glob(pattern):
-            for row in json.load(open(path))["rows"]:
+            data = json.load(open(path))
+            bits = data["config"]["bits"]
+            for row in data["rows"]:
                 K, N = SHAPES[(row["model"], row["layer"])]
-                bt, s, cg = plan(K, N, row["M"], MODELS[model])
-                times.setdefault((row["model"], row["layer"], row["M"], bt, s, cg), []).append(row["us"] * 1e3)
+                bt, s, cg = plan(K, N, row["M"], MODELS[model], bits)
+                times.setdefault((row["model"], row["layer"], row["M"], bt, s, cg, bits), []).append(row["us"] * 1e3)
     keys = sorted(times)
     A = np.array([terms(*SHAPES[k[:2]], *k[2:]) for k in keys])
     y = np.array([min(times[k]) for k in keys])

@@ -28,8 +28,8 @@
 //   Then checked in a separate 3-round A/B against the previous constants:
 //   each of the 25 plans the fit changed (M = 96 ... 2048) ran 0.81-1.01x the
 //   time, geometric mean 0.989 over all 96 points
-//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 is not fitted;
-//   it uses the same constants.
+//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 has its own
+//   slice constants (below).
 //   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #pragma once
 
@@ -50,7 +50,16 @@ namespace sm90 {
 // constants are fitted with the others held (153 H200 timings of both tiles,
 // int4, the eight Llama-3 shapes at M = 33 ... 2048,
 // benchmarks/results/h200/2026-12-03-e/experiments/).
-inline constexpr double slice_ns(int bt, int cg = 2) {
+// int8 has its own slice costs (twice the weight bytes and dequantization per
+// slice, k64 stages at BT 128): 1.11-1.25x int4's, fitted on the same
+// 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
+// the model named the faster of two timed int8 plans at 70 of 80 points, with
+// its own at 76.
+inline constexpr double slice_ns(int bits, int bt, int cg) {
+  if (bits == 8) {
+    if (cg == 3) return bt <= 64 ? 547.0 : 718.0;
+    return bt <= 64 ? 365.0 : bt <= 128 ? 505.0 : 820.0;
+  }
   if (cg == 3) return bt <= 64 ? 508.0 : 655.0;
   return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0;
 }
@@ -98,7 +107,7 @@ inline Plan make_plan(const GemmProblem& p) {
     // A stage is KS k64 slices (the kernel's choice: slices_for).
     const int ks = slices(p.bits, bt, cg);
     const int k_stages = p.K / (kSliceK * ks);
-    const double stage_ns = ks * slice_ns(bt, cg);
+    const double stage_ns = ks * slice_ns(p.bits, bt, cg);
     // Whole tiles only.
     Plan cand;
     cand.cg = cg;
