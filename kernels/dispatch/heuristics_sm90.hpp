@@ -49,6 +49,11 @@ inline constexpr Table kSm90 = {
     //   prefill's; 70B qkv M = 40 / 48; 8B qkv M = 72, 1.05x; 8B qkv M = 1024, prefill 1.04x the
     //   dense tier). With the previous values (K * N <= 8192 * 8192 through 24, the rest through
     //   32): 156/168 and 150/168.
+    //   Judged again on 2026-12-03-e/final (build 27b2d1d: the 192-column prefill tile, int8's own
+    //   plan constants; decode unchanged): int4 161/168, int8 163/168, the same misses (70B qkv
+    //   M = 40 / 48 decode 0.88-0.91x prefill's time, int4 8B qkv M = 56-80 0.95-0.97x, int8 8B
+    //   down M = 56 / 64 1.08-1.09x). Neither a size bound nor the prefill plan's balance at one
+    //   m tile (ideal / estimated time: 70B qkv 0.68, 70B o 0.72) separates 70B qkv from 70B o.
     //   History: 2026-12-03 (f6708ca) crossed the small layers at 24-32 and the large at 32-40;
     //   gemm_kernel's 16-byte atomic runs (663b98b, 0.64-0.88x the time on the small layers at
     //   M = 16-64) moved the 8B-class crossovers up.
