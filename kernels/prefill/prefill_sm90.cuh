@@ -20,8 +20,8 @@
 //                 byte range; one 3-D box) and of the scale (zero-point) rows,
 //                 all completing on one mbarrier; three threads share the
 //                 issue.
-//   warpgroups 1.. consumers (CG = 2 or 3): warpgroup c owns output columns n0 + 64 c ..
-//                 + 63. Per stage: Transform 4 k16 steps per slice into A
+//   warpgroups 1 .. CG consumers: warpgroup c owns output columns n0 + 64 c
+//                 .. + 63. Per stage: Transform 4 k16 steps per slice into A
 //                 registers, four wgmma.m64nBTk16 per slice (A: registers, B:
 //                 the staged x), keep one stage's MMAs in flight (double-
 //                 buffered A registers), then release the previous stage to
@@ -31,7 +31,8 @@
 //   quantization: 8B qkv (N = 6144) at M = 512 is 96 tiles of 128 x 256 on
 //   132 SMs, or 128 tiles of 192 x 128. When N is not a multiple of 192 the
 //   last column tile's top warpgroups lie past N: TMA zero-fills their weight
-//   and scale boxes, they compute zeros, and they store nothing. Work items, claimed statically
+//   and scale boxes, they compute zeros, and they store nothing.
+// Work items, claimed statically
 //   (item = blockIdx.x + i * gridDim.x) so the producer runs ahead into the
 //   next item while the consumers store: whole tiles for the full waves, and
 //   the tiles of the last, partial wave split along K so that it fills the
