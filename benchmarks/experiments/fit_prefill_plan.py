@@ -84,30 +84,54 @@ def plan(K, N, M, c, bits=4):
     return best[1], best[2], best[3]
 
 
-def main(argv):
-    times: dict[tuple, list[float]] = {}
-    for arg in argv:
-        model, pattern = arg.split(":", 1)
+def timings(specs):
+    """{(model, layer, M, bt, splits, cg, bits): best ns} from (MODEL, GLOB) pairs: every file's rows
+    under the plan MODEL's constants chose for them (the files say their bit width)."""
+    times: dict[tuple, float] = {}
+    for model, pattern in specs:
         for path in glob.glob(pattern):
             data = json.load(open(path))
             bits = data["config"]["bits"]
             for row in data["rows"]:
                 K, N = SHAPES[(row["model"], row["layer"])]
-                bt, s, cg = plan(K, N, row["M"], MODELS[model], bits)
-                times.setdefault((row["model"], row["layer"], row["M"], bt, s, cg, bits), []).append(row["us"] * 1e3)
+                key = (row["model"], row["layer"], row["M"], *plan(K, N, row["M"], MODELS[model], bits), bits)
+                times[key] = min(times.get(key, math.inf), row["us"] * 1e3)
+    return times
+
+
+def design(times):
+    """(keys, A, y): the timed plans in order, their cost-model terms and their times."""
     keys = sorted(times)
-    A = np.array([terms(*SHAPES[k[:2]], *k[2:]) for k in keys])
-    y = np.array([min(times[k]) for k in keys])
+    return keys, np.array([terms(*SHAPES[k[:2]], *k[2:]) for k in keys]), np.array([times[k] for k in keys])
+
+
+def fit_held(A, y, c0, free):
+    """c0 with the columns `free` refitted (least squares in relative error), the others held."""
+    fixed = [i for i in range(len(c0)) if i not in free]
+    w = 1 / y
+    c = np.array(c0, dtype=float)
+    c[free] = np.linalg.lstsq(A[:, free] * w[:, None], (y - A[:, fixed] @ c[fixed]) * w, rcond=None)[0]
+    return c
+
+
+def two_plan_points(keys, pred, y):
+    """[(point, [(plan, predicted, measured), ...])] for the points timed under two plans, and how
+    many of them the prediction orders the way the measurement does."""
+    pairs: dict[tuple, list] = {}
+    for k, p, m in zip(keys, pred, y):
+        pairs.setdefault(k[:3], []).append((k[3:], p, m))
+    named = [(k, v) for k, v in pairs.items() if len(v) == 2]
+    return named, sum((v[0][1] < v[1][1]) == (v[0][2] < v[1][2]) for _, v in named)
+
+
+def main(argv):
+    keys, A, y = design(timings(arg.split(":", 1) for arg in argv))
     c = np.linalg.lstsq(A / y[:, None], np.ones_like(y), rcond=None)[0]
     err = A @ c / y - 1
     print("slice ns BT64 %.0f BT128 %.0f BT256 %.0f, item %.0f ns, reduce %.0f ns + %.2f ns/KB, "
           "192 columns: BT64 %.0f BT128 %.0f" % tuple(c))
     print(f"{len(y)} points, rms relative error {np.sqrt((err ** 2).mean()):.3f}, max {abs(err).max():.3f}")
-    pairs: dict[tuple, list] = {}
-    for k, p, m in zip(keys, A @ c, y):
-        pairs.setdefault(k[:3], []).append((k[3:], p, m))
-    named = [(k, v) for k, v in pairs.items() if len(v) == 2]
-    right = sum((v[0][1] < v[1][1]) == (v[0][2] < v[1][2]) for _, v in named)
+    named, right = two_plan_points(keys, A @ c, y)
     print(f"points timed under two plans: {len(named)}, fit names the faster at {right}")
     return 0
 

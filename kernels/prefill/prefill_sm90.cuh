@@ -78,7 +78,6 @@ struct Params {
   const uint16_t* bias;    // (N) or nullptr (split tiles: added by reduce_kernel)
   float* partials;         // fp32 partials of the split tiles, or nullptr when none
   int M, K, N, group;
-  int tile_n;              // output columns per tile: 64 CG
   int channelwise;         // 1: every k reads scale row 0 (the replicas are not read)
   int m_tiles, n_tiles;
   int k_stages;            // K / (64 KS): pipeline stages per tile
@@ -114,6 +113,7 @@ SF_DEVICE void tile_coords(const Params& p, int mn, int& m_tile, int& n_tile) {
   n_tile = rest / rows;
 }
 
+template <int CG>
 SF_DEVICE Item item_of(const Params& p, int item) {
   Item it;
   int mn, split = 0, parts = 1;
@@ -129,7 +129,7 @@ SF_DEVICE Item item_of(const Params& p, int item) {
   }
   int n_tile;
   tile_coords(p, mn, it.m_tile, n_tile);
-  it.n0 = n_tile * p.tile_n;
+  it.n0 = n_tile * tile_n(CG);
   it.kb0 = static_cast<int>(static_cast<long long>(split) * p.k_stages / parts);
   it.kb1 = static_cast<int>(static_cast<long long>(split + 1) * p.k_stages / parts);
   return it;
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
     int stage = 0;
     uint32_t phase = 0;
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
-      const Item it = item_of(p, item);
+      const Item it = item_of<CG>(p, item);
       const int m0 = it.m_tile * BT;
       const int nb = it.n0 / format::kBlockN;
       for (int kb = it.kb0; kb < it.kb1; ++kb) {
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
 
   bool pending_store = false;
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
-    const Item it = item_of(p, item);
+    const Item it = item_of<CG>(p, item);
     const int m0 = it.m_tile * BT;
     int prev = -1;
     int kb = it.kb0;
@@ -490,7 +490,7 @@ __global__ void __launch_bounds__(128 * CG) reduce_kernel(const __grid_constant_
   int m_tile, n_tile;
   tile_coords(p, mn, m_tile, n_tile);
   const int m0 = m_tile * BT;
-  const int n0 = n_tile * p.tile_n;
+  const int n0 = n_tile * tile_n(CG);
   const int c = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int t = lane % 4;
   const Role role = make_role<BITS>(warp, lane);
@@ -532,8 +532,6 @@ KernelSet make_kernel_set() {
   k.smem_bytes = L::kSmemBytes;
   k.stages = L::kStages;
   k.slices = KS;
-  k.threads = threads_for(CG);
-  k.tile_n = tile_n(CG);
   return k;
 }
 

@@ -13,8 +13,6 @@ struct KernelSet {
   int smem_bytes = 0;            // dynamic shared memory of gemm
   int stages = 0;
   int slices = 1;                // k64 slices per pipeline stage (KS): 2 = k128 stages
-  int threads = 0;               // 128 (1 + CG)
-  int tile_n = 0;                // output columns per tile: 64 CG
 };
 
 // cg: consumer warpgroups (2: 128-column tiles, 3: 192); bt: 64, 128 or 256

@@ -145,10 +145,9 @@ std::string describe(const GemmProblem& p) {
   const sm90::Plan plan = sm90::make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=" +
-         str(plan.tile_n) + "x" +
-         str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) + " splits=" + str(plan.splits) +
-         " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) + " grid=" + str(plan.grid) +
-         " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
+         str(plan.tile_n()) + "x" + str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) +
+         " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) +
+         " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
 }
 
 std::string launch(const GemmProblem& p, cudaStream_t stream) {
@@ -157,8 +156,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (p.M == 0) return "";
   const sm90::Plan plan = sm90::make_plan(p);
   const sm90::KernelSet k = kernels_for(p, plan);
-  if (k.gemm == nullptr || k.tile_n != plan.tile_n)
-    return "no prefill kernel for tile " + str(plan.tile_n) + "x" + str(plan.bt);
+  if (k.gemm == nullptr) return "no prefill kernel for tile " + str(plan.tile_n()) + "x" + str(plan.bt);
   if (p.workspace_bytes < plan.ws_x + plan.ws_partials || (plan.ws_x + plan.ws_partials > 0 && p.workspace == nullptr))
     return "prefill workspace too small: " + str(static_cast<long long>(p.workspace_bytes)) + " bytes, needs " +
            str(static_cast<long long>(plan.ws_x + plan.ws_partials));
@@ -181,7 +179,6 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.K = p.K;
   params.N = p.N;
   params.group = p.group;
-  params.tile_n = plan.tile_n;
   params.channelwise = p.channelwise ? 1 : 0;
   params.m_tiles = plan.m_tiles;
   params.n_tiles = plan.n_tiles;
@@ -196,9 +193,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.x_rows = plan.m_tiles == 1 ? static_cast<int>(std::min<long long>(plan.bt, (p.M + 7) / 8 * 8)) : plan.bt;
   why = tile_map_16(&tmap_x, x, p.M, p.K, params.x_rows, "x");
   if (why.empty()) why = packed_map(&tmap_w, p, k.slices, plan.cg);
-  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n, "scales");
+  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n(), "scales");
   if (why.empty())
-    why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n, "zeros");
+    why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n(), "zeros");
   if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");
   if (!why.empty()) return why;
 
@@ -215,7 +212,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(plan.grid);
-  cfg.blockDim = dim3(k.threads);
+  cfg.blockDim = dim3(sm90::threads_for(plan.cg));
   cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
   cfg.stream = stream;
   cfg.attrs = pdl;

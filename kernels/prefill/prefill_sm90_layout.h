@@ -66,9 +66,9 @@ struct Layout {
 // and measured 5-8% slower than its seven k64 stages at M = 128,
 // benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
 // registers have no room for a second slice's A, and for the 192-column tile:
-// ptxas allocates its consumers within the 128 registers a 512-thread launch
-// allows (setmaxnreg's larger run-time budget does not seem to reach its allocation), and
-// at KS = 2 it serialized the BT = 64 wgmmas (C7512).
+// at KS = 2 ptxas serialized its BT = 64 wgmmas (C7512); it seems to allocate
+// the consumers within the 128 registers a 512-thread launch allows, not the
+// 152 setmaxnreg gives them at run time.
 template <int BITS, int BT, int CG = 2>
 constexpr int slices_for() {
   if constexpr (BT > 128 || CG == 3) {

@@ -8,7 +8,7 @@
 //   BT <= 128) by token tile BT in {256, 128, 64}: T = n_tiles * m_tiles
 //   tiles (n_tiles = ceil(N / 64 CG)) of k_stages stages each; a stage is
 //   KS = sm90::slices_for<BITS, BT, CG>() k64 slices (k128 for BT <= 128
-//   where four such stages fit) and costs stage = KS * slice_ns(BT, CG).
+//   where four such stages fit) and costs stage = KS * slice_ns(BITS, BT, CG).
 //     whole tiles only:  time = ceil(T / G) * (k_stages * stage(BT) + item)
 //     split tail:        the floor(T / G) full waves run whole tiles; the
 //                        r = T mod G tiles left (all T when T < G) are split
@@ -17,8 +17,8 @@
 //                        time = (floor(T / G) * k_stages + ceil(r s / G) *
 //                        ceil(k_stages / s)) * stage(BT) + (floor(T / G) +
 //                        ceil(r s / G)) * item + reduce(r, s, BT)
-//   and the cheapest wins (ties: 128 columns, larger BT, then no split). item is a work
-//   item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
+//   and the cheapest wins (ties: 128 columns, larger BT, then no split).
+//   item is a work item's fixed cost (pipeline fill, epilogue); reduce = launch gap +
 //   partial bytes written and read at L2 rate.
 //   The constants are a least-squares fit (relative error) to 123 H200
 //   timings (shape, M, plan; best of 2-3 rounds) of the k128-stage kernels
@@ -47,9 +47,10 @@ namespace sm90 {
 // 1.5x the dequantization and MMA work of a 128-column one on the same staged
 // x and measured 1.56x (BT 128) and 1.74x (BT 64, which loses its k128
 // stages): the wide tile is for wave quantization, not a faster slice. Its two
-// constants are fitted with the others held (153 H200 timings of both tiles,
-// int4, the eight Llama-3 shapes at M = 33 ... 2048,
-// benchmarks/results/h200/2026-12-03-e/experiments/).
+// constants are fitted with the others held (160 timed H200 plans of both
+// tiles, int4, the eight Llama-3 shapes at M = 33 ... 2048; of the 80 points
+// timed under two plans the model orders 75 right,
+// benchmarks/results/h200/2026-12-03-e/experiments/ab_cg3/fit.txt).
 // int8 has its own slice costs (twice the weight bytes and dequantization per
 // slice, k64 stages at BT 128): 1.11-1.25x int4's, fitted on the same
 // 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
@@ -76,8 +77,7 @@ inline size_t plan_align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 // What launch() runs (Params takes the same names).
 struct Plan {
-  int cg = 2;                      // consumer warpgroups: tile_n = 64 cg output columns per tile
-  int tile_n = 128;
+  int cg = 2;                      // consumer warpgroups: tile_n() = 64 cg output columns per tile
   int bt = 0;                      // token tile
   int m_tiles = 0, n_tiles = 0;    // tiles along M (BT rows) and N (tile_n columns; the last may
                                    // reach past N when tile_n does not divide it)
@@ -90,6 +90,8 @@ struct Plan {
   int group_m = 1;                 // raster band, in m tiles
   double est_ns = 0;               // the cost model's time
   size_t ws_x = 0, ws_partials = 0;  // workspace bytes: gathered x (act-order), fp32 partials
+
+  int tile_n() const { return sm90::tile_n(cg); }
 };
 
 // Reads p.M, K, N, bits, sm_count and whether p.perm is set.
@@ -111,7 +113,6 @@ inline Plan make_plan(const GemmProblem& p) {
     // Whole tiles only.
     Plan cand;
     cand.cg = cg;
-    cand.tile_n = tn;
     cand.n_tiles = n_tiles;
     cand.bt = bt;
     cand.k_stages = k_stages;
@@ -158,7 +159,7 @@ inline Plan make_plan(const GemmProblem& p) {
   // of tile_n * K * bits / 8 bytes; the sum is smallest at
   // a = sqrt(G * tile_n * bits / 8 / (2 * bt)).
   {
-    const double a = std::sqrt(static_cast<double>(sms) * best.tile_n * p.bits / 8.0 / (2.0 * best.bt));
+    const double a = std::sqrt(static_cast<double>(sms) * best.tile_n() * p.bits / 8.0 / (2.0 * best.bt));
     int g = static_cast<int>(a + 0.5);
     if (g < 1) g = 1;
     if (g > best.m_tiles) g = best.m_tiles;
@@ -171,7 +172,7 @@ inline Plan make_plan(const GemmProblem& p) {
   best.grid = static_cast<int>(items < sms ? items : sms);
   if (p.perm != nullptr) best.ws_x = plan_align_up(static_cast<size_t>(p.M) * p.K * 2, 256);
   if (best.splits > 1)
-    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * best.tile_n * sizeof(float);
+    best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * best.tile_n() * sizeof(float);
   return best;
 }
 

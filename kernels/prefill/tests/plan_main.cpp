@@ -59,7 +59,7 @@ int main() {
       const Plan t = make_plan(p);
       std::printf("%d %d %d %d %d %d %d %d %d %d %zu %zu %.1f %d %d\n", t.bt, t.m_tiles, t.n_tiles, t.k_stages,
                   t.dp_tiles, t.splits, t.split_tiles, t.items, t.grid, t.group_m, t.ws_x, t.ws_partials, t.est_ns, t.cg,
-                  t.tile_n);
+                  t.tile_n());
     } else if (cmd == "layout") {
       int bits = 0, bt = 0, cg = 0;
       in >> bits >> bt >> cg;
