@@ -23,6 +23,11 @@ fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
 bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
 timed the same way, and the time over this run's M = 1 time of the same
 shape (x_M1: the issue's targets are <= 1.15 at M = 16, <= 1.3 at M = 32).
+With --read-floor, also the time torch takes to read the same number of bytes
+the same way (a bf16 sum over as many rotating buffers, graph-replayed back to
+back, the method of the ceiling itself) and our time over it (%read): what
+one kernel launch per call can reach at this size, against which the fixed
+4.18 TB/s ceiling of a 4 GiB read is unreachable for the small layers.
 Ratios are only meaningful within one run.
 """
 
@@ -66,6 +71,16 @@ def hbm_read_tbps():
     return nbytes / us / 1e6
 
 
+def read_floor_us(nbytes, copies, rounds):
+    """Median microseconds of a bf16 sum over `nbytes`, cycling through `copies` buffers (the ceiling's
+    method at this size: one reduction kernel per call, graph-replayed back to back)."""
+    bufs = [torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1) for _ in range(copies)]
+    us = statistics.median(time_graph([b.sum for b in bufs]) for _ in range(rounds))
+    del bufs
+    torch.cuda.empty_cache()
+    return us
+
+
 def copies_for(nbytes):
     l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (60 << 20)
     free, _ = torch.cuda.mem_get_info()
@@ -102,6 +117,8 @@ def main(argv=None):
                     help="by-m: all rounds of one M, ascending M (default); interleaved: M = 1, 16, ..., then again")
     ap.add_argument("--settle", type=float, default=0.5,
                     help="seconds of idle before each (shape, bits), for the power controller (default 0.5)")
+    ap.add_argument("--read-floor", action="store_true",
+                    help="also time a bf16 sum of the weight's byte count (per shape and bits)")
     ap.add_argument("--out", help="write the JSON records here")
     args = ap.parse_args(argv)
     if args.rounds < 1:
@@ -119,7 +136,8 @@ def main(argv=None):
     gen = torch.Generator(device="cuda").manual_seed(0)
     records = []
     hdr = (f"{'shape':>12} {'bits':>4} {'M':>4} {'us':>9} {'TB/s':>6} {'%4.18':>6} {'%ceil':>6} {'x_M1':>5} "
-           f"{'cublas_us':>9} {'x_cublas':>8} {'spread':>6}")
+           f"{'cublas_us':>9} {'x_cublas':>8} {'spread':>6}"
+           + (f" {'read_us':>8} {'%read':>6}" if args.read_floor else ""))
     print(hdr)
     for name in args.shapes:
         K, N = SHAPES[name]
@@ -130,6 +148,7 @@ def main(argv=None):
             if not args.no_cublas:
                 dn = copies_for(K * N * 2)
                 dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(dn)]
+            read_us = read_floor_us(wbytes, len(copies), args.rounds) if args.read_floor else None
             # Every M's calls first, then the rounds (--order).
             xs = {M: torch.randn(M, K, device="cuda", dtype=dtype, generator=gen) for M in args.M}
             calls = {
@@ -165,6 +184,7 @@ def main(argv=None):
                     "rounds_us": rounds[M], "order": args.order, "cublas_us": cublas_us, "weight_bytes": wbytes,
                     "weight_TBps": tbps, "frac_of_4.18": tbps / HBM_NOMINAL_TBPS, "hbm_read_TBps": ceiling,
                     "frac_of_measured_ceiling": tbps / ceiling, "ratio_to_m1": to_m1, "copies": len(copies),
+                    "read_floor_us": read_us, "frac_of_read_floor": read_us / us if read_us else None,
                     "commit": commit,
                     "device": dev.name, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 }
@@ -173,7 +193,8 @@ def main(argv=None):
                 m1 = f"{to_m1:5.2f}" if to_m1 else f"{'-':>5}"
                 spread = max(rounds[M]) / min(rounds[M])
                 print(f"{name:>12} {bits:>4} {M:>4} {us:9.2f} {tbps:6.3f} {100 * tbps / HBM_NOMINAL_TBPS:6.1f} "
-                      f"{100 * tbps / ceiling:6.1f} {m1} {cub} {spread:6.3f}", flush=True)
+                      f"{100 * tbps / ceiling:6.1f} {m1} {cub} {spread:6.3f}"
+                      + (f" {read_us:8.2f} {100 * read_us / us:6.1f}" if read_us else ""), flush=True)
             del calls, xs
             del copies, dense
             torch.cuda.empty_cache()
