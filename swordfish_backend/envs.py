@@ -5,7 +5,7 @@ user) can set it between two calls and be obeyed. The C++ side reads the same
 variables the same way at call time (``kernels/torch/ops_gemm.cpp``); the
 spellings accepted here match it.
 
-    SWORDFISH_DEBUG          1: log the dispatcher's path choice once per shape (stderr)
+    SWORDFISH_DEBUG          1: log the dispatcher's path choice once per problem (stderr)
     SWORDFISH_DETERMINISTIC  1: no atomic epilogues, bit-identical results (5-25% slower
                              on the decode path); read per call by the gemm op when its
                              ``deterministic`` argument is -1
@@ -39,7 +39,7 @@ class Knob:
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("SWORDFISH_DEBUG", False, "log the dispatcher's path choice once per shape on stderr"),
+    Knob("SWORDFISH_DEBUG", False, "log each problem's path and kernel configuration once, on stderr"),
     Knob("SWORDFISH_DETERMINISTIC", False,
          "deterministic mode: no atomic epilogues; each output tile is written by one CTA or reduced from fp32 partials in a fixed order (bit-identical runs)",
          strict=True),

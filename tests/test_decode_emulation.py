@@ -255,22 +255,55 @@ def stage_shared(xs, M, bits, MT, mg, kb):
     return act
 
 
-def _outputs(M, N, mode, parts, bias):
+def first_cta(u, units, grid):
+    """decode_config.h first_cta: the CTA of a balanced split whose range holds flat unit u."""
+    return ((u + 1) * grid - 1) // units
+
+
+def max_pieces(kblocks, units, grid):
+    """decode_config.h max_pieces: the fp32 planes a kModePartials launch allocates."""
+    return min(grid, (kblocks - 1) * grid // units + 2)
+
+
+def test_first_cta_inverts_the_split_and_max_pieces_bounds_every_segment():
+    """first_cta(u) is the CTA whose balanced range holds u, and no segment has more pieces than the
+    planes the launcher allocates (max_pieces), over segment lengths and grids around the atomic mode's
+    (at least kMinUnitsPerCta = 4 units per CTA) and the degenerate ones below it."""
+    for KB in (1, 2, 3, 7, 64, 128, 448):
+        for segs in (1, 2, 3, 5, 224):
+            units = KB * segs
+            for grid in sorted({1, 2, 3, 7, 132, 396, units // 4 or 1, units}):
+                if grid > units:
+                    continue
+                starts = [b * units // grid for b in range(grid + 1)]
+                for u in {0, units - 1, units // 2, KB - 1, KB % units}:
+                    b = first_cta(u, units, grid)
+                    assert starts[b] <= u < starts[b + 1], (u, units, grid)
+                most = max(first_cta(s * KB + KB - 1, units, grid) - first_cta(s * KB, units, grid) + 1
+                           for s in range(segs))
+                assert most <= max_pieces(KB, units, grid), (KB, segs, grid)
+
+
+def _outputs(M, N, mode, bias, KB, units, grid):
     """The launch's output buffers: y (zeroed, or set to the bias by the prep kernel for atomic
-    epilogues), direct-mode store counts, split-K partials."""
+    epilogues), direct-mode store counts, split-K pieces (NaN: what the reduce reads must be written)."""
     y = torch.zeros(M, N, dtype=torch.float64)
     if mode == "atomic" and bias is not None:
         y += bias.to(torch.float64)
-    return y, torch.zeros(M, N, dtype=torch.int64), torch.zeros(parts, M, N, dtype=torch.float64)
+    planes = max_pieces(KB, units, grid) if mode == "partials" else 0
+    return y, torch.zeros(M, N, dtype=torch.int64), torch.full((planes, M, N), float("nan"), dtype=torch.float64)
 
 
-def _cta_units(b, mode, grid, units, parts, KB):
-    """CTA b's flat unit range: an even share of all units (atomic), or split `part` of one
-    segment of KB units (deterministic modes, `parts` CTAs per segment)."""
-    if mode == "atomic":
-        return b * units // grid, (b + 1) * units // grid
-    seg, part = divmod(b, parts)
-    return seg * KB + part * KB // parts, seg * KB + (part + 1) * KB // parts
+def _cta_units(b, mode, grid, units, KB):
+    """CTA b's flat unit range: segment b (direct), else an even share of all units (atomic, partials)."""
+    if mode == "direct":
+        return b * KB, (b + 1) * KB
+    return b * units // grid, (b + 1) * units // grid
+
+
+def _piece(mode, b, seg, KB, units, grid):
+    """CTA b's plane for its piece of segment seg (kModePartials; decode_gemm.cuh piece_of)."""
+    return b - first_cta(seg * KB, units, grid) if mode == "partials" else 0
 
 
 def _store_pair(mode, y, filled, partial, bias, part, rr, cc, v0, v1):
@@ -314,17 +347,27 @@ def _red_row_runs(y, rows, col0, w, M):
                 y[r, c0 + 2 * i + 1] += v1
 
 
-def _finish(mode, y, filled, partial, bias):
-    """The result of an emulated launch: the reduce kernel's sum for partials; direct mode checked."""
+def _finish(mode, y, filled, partial, bias, KB, units, grid, rows_per_mgroup):
+    """The result of an emulated launch: reduce_kernel's sums for partials (each output's segment's
+    pieces, in CTA order, counted with first_cta as the kernel counts them); direct mode checked."""
     if mode == "partials":
-        y = partial.sum(0) + (0 if bias is None else bias.to(torch.float64))
+        M, N = y.shape
+        MG = -(-M // rows_per_mgroup)
+        y = torch.zeros(M, N, dtype=torch.float64)
+        for q in range(-(-N // 256)):
+            for mg in range(MG):
+                seg = q * MG + mg
+                pieces = first_cta(seg * KB + KB - 1, units, grid) - first_cta(seg * KB, units, grid) + 1
+                rows, cols = slice(mg * rows_per_mgroup, (mg + 1) * rows_per_mgroup), slice(256 * q, 256 * (q + 1))
+                for piece in range(pieces):
+                    y[rows, cols] += partial[piece, rows, cols]
+        y += 0 if bias is None else bias.to(torch.float64)
     if mode == "direct":
         assert int(filled.min()) == 1 and int(filled.max()) == 1, "direct mode must store every output exactly once"
     return y
 
 
-def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1,
-            share=False):
+def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", share=False):
     """y (M, N) float64 as decode_gemm.cuh computes it (fp32 accumulation emulated in fp64).
 
     share: gemm_kernel<..., SHARE = true> (kShareActs), else the lane-local staging.
@@ -352,14 +395,14 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
     xs = x.to(torch.float64)
     sflat = scales.to(torch.float64).reshape(-1)
     zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
-    y, filled, partial = _outputs(M, N, mode, parts, bias)
+    y, filled, partial = _outputs(M, N, mode, bias, KB, units, grid)
     bf16 = dtype == torch.bfloat16
     a_row = (LANES & 7) + ((LANES >> 3) & 1) * 8
     a_col = (LANES >> 4) * 8
     g, t = LANES // 4, LANES % 4
 
     for b in range(grid):
-        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, parts, KB)
+        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, KB)
         for warp in range(4):
             if share:  # every warp walks the CTA's whole range
                 u0, u1 = cta_u0, cta_u1
@@ -515,14 +558,15 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                     if r[lane] >= M:
                                         continue
                                     rr, cc = int(r[lane]), int(colv[lane]) + 8 * c
-                                    _store_pair(mode, y, filled, partial, bias, b % parts, rr, cc,
+                                    _store_pair(mode, y, filled, partial, bias,
+                                                _piece(mode, b, c_q * MG + c_mg, KB, units, grid), rr, cc,
                                                 acc[mt, c, lane, 2 * h], acc[mt, c, lane, 2 * h + 1])
                     acc.zero_()
                     c_mg += 1
                     if c_mg == MG:
                         c_mg, c_q = 0, c_q + 1
                     seg_left = min(KB, n - it - 1)
-    return _finish(mode, y, filled, partial, bias)
+    return _finish(mode, y, filled, partial, bias, KB, units, grid, 16 * MT)
 
 
 def reference(x, q, scales, zeros, bias, *, bits, group, channelwise, dtype, round_weights=True):
@@ -541,34 +585,35 @@ def reference(x, q, scales, zeros, bias, *, bits, group, channelwise, dtype, rou
 
 
 CASES = [
-    # bits, M, K, N, group, channelwise, zeros, bias, dtype, grid, mode, parts
-    (4, 1, 256, 256, 128, False, False, True, torch.bfloat16, 3, "atomic", 1),
-    (4, 5, 192, 320, 64, False, True, False, torch.float16, 7, "atomic", 1),      # partial quad (5 columns)
-    (4, 17, 128, 256, 32, False, True, True, torch.bfloat16, 2, "atomic", 1),     # MT 2, g32: two scale rows per unit
-    (4, 33, 256, 128, 128, True, False, False, torch.float16, 5, "atomic", 1),    # MT 3, channelwise
-    (4, 70, 128, 128, 64, False, False, True, torch.bfloat16, 3, "atomic", 1),    # 2 m-groups, MT 3
-    (8, 1, 128, 256, 32, False, False, False, torch.bfloat16, 6, "atomic", 1),
-    (8, 16, 96, 192, 32, False, True, True, torch.float16, 4, "atomic", 1),
-    (8, 49, 128, 128, 64, True, True, False, torch.bfloat16, 2, "atomic", 1),     # MT 4
-    (4, 3, 256, 320, 64, False, False, True, torch.bfloat16, 2 * 2, "partials", 2),
-    (8, 9, 64, 256, 32, False, True, True, torch.float16, 1, "direct", 1),
-    (4, 20, 128, 512, 128, False, False, True, torch.float16, 2, "direct", 1),
+    # bits, M, K, N, group, channelwise, zeros, bias, dtype, grid (direct: one CTA per segment), mode
+    (4, 1, 256, 256, 128, False, False, True, torch.bfloat16, 3, "atomic"),
+    (4, 5, 192, 320, 64, False, True, False, torch.float16, 7, "atomic"),      # partial quad (5 columns)
+    (4, 17, 128, 256, 32, False, True, True, torch.bfloat16, 2, "atomic"),     # MT 2, g32: two scale rows per unit
+    (4, 33, 256, 128, 128, True, False, False, torch.float16, 5, "atomic"),    # MT 3, channelwise
+    (4, 70, 128, 128, 64, False, False, True, torch.bfloat16, 3, "atomic"),    # 2 m-groups, MT 3
+    (8, 1, 128, 256, 32, False, False, False, torch.bfloat16, 6, "atomic"),
+    (8, 16, 96, 192, 32, False, True, True, torch.float16, 4, "atomic"),
+    (8, 49, 128, 128, 64, True, True, False, torch.bfloat16, 2, "atomic"),     # MT 4
+    (4, 3, 256, 320, 64, False, False, True, torch.bfloat16, 3, "partials"),  # a CTA across two segments
+    (8, 9, 64, 256, 32, False, True, True, torch.float16, 1, "direct"),
+    (4, 20, 128, 512, 128, False, False, True, torch.float16, 2, "direct"),
     # MT = 1 FOLD kernels (fp32 per-group scale): ranges that start and end mid-group
-    (4, 2, 256, 256, 32, False, True, True, torch.bfloat16, 5, "atomic", 1),     # int4 g32: no FOLD
-    (4, 4, 512, 256, 128, False, True, False, torch.bfloat16, 5, "atomic", 1),   # offset 136 + zero points
-    (4, 1, 384, 192, 128, True, True, True, torch.bfloat16, 4, "atomic", 1),     # channelwise: folds every 128 rows
-    (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic", 1),    # offset 0
-    (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),    # offset 1152 + zeros, 4 units/group
-    (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 0, "partials", 3),
+    (4, 2, 256, 256, 32, False, True, True, torch.bfloat16, 5, "atomic"),     # int4 g32: no FOLD
+    (4, 4, 512, 256, 128, False, True, False, torch.bfloat16, 5, "atomic"),   # offset 136 + zero points
+    (4, 1, 384, 192, 128, True, True, True, torch.bfloat16, 4, "atomic"),     # channelwise: folds every 128 rows
+    (4, 6, 256, 320, 64, False, False, False, torch.float16, 3, "atomic"),    # offset 0
+    (8, 7, 256, 128, 128, False, True, False, torch.float16, 3, "atomic"),    # offset 1152 + zeros, 4 units/group
+    (8, 12, 256, 256, 64, False, True, True, torch.bfloat16, 3, "partials"),
     # MT = 2 FOLD kernels (kFoldMaxTiles): two tiles' raw sums and row sums, folded per group
-    (4, 30, 512, 256, 128, False, True, True, torch.bfloat16, 5, "atomic", 1),   # offset 136 + zero points
-    (8, 25, 256, 128, 128, False, True, False, torch.float16, 3, "atomic", 1),   # offset 1152 + zeros
-    (4, 32, 384, 192, 128, True, False, False, torch.float16, 2, "partials", 2),  # channelwise, offset 0
+    (4, 30, 512, 256, 128, False, True, True, torch.bfloat16, 5, "atomic"),   # offset 136 + zero points
+    (8, 25, 256, 128, 128, False, True, False, torch.float16, 3, "atomic"),   # offset 1152 + zeros
+    (4, 32, 384, 192, 128, True, False, False, torch.float16, 4, "partials"),  # channelwise, offset 0
     # short last quads with shared activations: warps without a column walk the range idle
-    (4, 12, 256, 64 * 5, 128, False, False, True, torch.bfloat16, 3, "atomic", 1),  # 1 column in quad 1
-    (8, 40, 128, 64 * 7, 32, False, True, True, torch.float16, 3, "atomic", 1),     # int8 MT 3: a half pass
-    (8, 20, 128, 64 * 6, 128, False, False, False, torch.bfloat16, 0, "direct", 1),  # int8 MT 2
-    (4, 100, 128, 64 * 5, 64, False, True, False, torch.float16, 2, "atomic", 1),   # 2 m-groups of MT 4
+    (4, 12, 256, 64 * 5, 128, False, False, True, torch.bfloat16, 3, "atomic"),  # 1 column in quad 1
+    (8, 40, 128, 64 * 7, 32, False, True, True, torch.float16, 3, "atomic"),     # int8 MT 3: a half pass
+    (8, 20, 128, 64 * 6, 128, False, False, False, torch.bfloat16, 0, "direct"),  # int8 MT 2
+    (4, 100, 128, 64 * 5, 64, False, True, False, torch.float16, 2, "atomic"),   # 2 m-groups of MT 4
+    (4, 100, 128, 64 * 5, 64, False, True, True, torch.float16, 5, "partials"),  # pieces across m-groups and quads
 ]
 
 
@@ -594,15 +639,14 @@ def _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros, with_bia
 @pytest.mark.parametrize("share", [False, True], ids=["lane_acts", "cta_acts"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
 def test_emulated_kernel_matches_reference(case, share):
-    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
+    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode = case
     gen = torch.Generator().manual_seed(1234 + M + K + N)
     q, scales, zeros, bias, x, packed = _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros,
                                                         with_bias, dtype)
-    if mode != "atomic":
-        segs = -(-(N // 64) // 4) * plan_tiles(M)[1]
-        grid = segs * parts
+    if mode == "direct":
+        grid = -(-(N // 64) // 4) * plan_tiles(M)[1]
     y = emulate(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
-                grid=grid, mode=mode, parts=parts, share=share)
+                grid=grid, mode=mode, share=share)
     fold = use_fold(bits, group, channelwise, plan_tiles(M)[0], K, N)
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)
@@ -766,7 +810,7 @@ def test_scale_columns_from_ldmatrix_trans():
     assert torch.equal(cols, (8 * torch.arange(8)[None, :] + (LANES >> 2)[:, None]).double())
 
 
-def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic", parts=1):
+def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic"):
     """y (M, N) float64 as decode_swap.cuh computes it (M <= 8). Tokens >= M are NaN in the staged
     activations (the kernel leaves them zero): a leak into a stored output shows up as NaN."""
     M, K = x.shape
@@ -786,14 +830,14 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
     xs = x.to(torch.float64)
     sflat = scales.to(torch.float64).reshape(-1)
     zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
-    y, filled, partial = _outputs(M, N, mode, parts, bias)
+    y, filled, partial = _outputs(M, N, mode, bias, KB, units, grid)
     x_tok, x_col = LANES & 7, (LANES >> 3) * 8
     g, t = LANES // 4, LANES % 4
     odd = (g & 1).bool()
     ones_a = torch.ones(32, 4, 2, dtype=torch.float64)
 
     for b in range(grid):
-        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, parts, KB)
+        cta_u0, cta_u1 = _cta_units(b, mode, grid, units, KB)
         for warp in range(4):
             warp_quads = (ncols - warp + 3) >> 2
             u0, u1 = cta_u0, min(cta_u1, warp_quads * KB)
@@ -879,36 +923,37 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
                                 if tok[lane] >= M:
                                     continue
                                 rr, cc = int(tok[lane]), int(colv[lane]) + 16 * m + 8 * h
-                                _store_pair(mode, y, filled, partial, bias, b % parts, rr, cc,
-                                            v0s[lane].item(), v1s[lane].item())
+                                _store_pair(mode, y, filled, partial, bias, _piece(mode, b, c_q, KB, units, grid),
+                                            rr, cc, v0s[lane].item(), v1s[lane].item())
                     acc.zero_()
                     c_q += 1
                     seg_left = min(KB, n - it - 1)
-    return _finish(mode, y, filled, partial, bias)
+    return _finish(mode, y, filled, partial, bias, KB, units, grid, SWAP_MAX_M)
 
 
 SWAP_CASES = [c for c in CASES if c[1] <= SWAP_MAX_M] + [
-    # bits, M, K, N, group, channelwise, zeros, bias, dtype, grid, mode, parts
-    (4, 8, 256, 320, 32, False, True, True, torch.float16, 5, "atomic", 1),       # g32 (no FOLD), two rows, full n8
-    (8, 8, 128, 576, 64, False, False, True, torch.bfloat16, 4, "atomic", 1),     # 9 columns: partial quad
-    (4, 7, 128, 256, -1, True, False, False, torch.float16, 0, "direct", 1),
-    (8, 2, 256, 128, 32, False, True, True, torch.float16, 0, "partials", 3),
-    (4, 1, 512, 128, 64, False, False, True, torch.bfloat16, 0, "partials", 5),   # parts that split groups
+    # bits, M, K, N, group, channelwise, zeros, bias, dtype, grid (direct: one CTA per segment), mode
+    (4, 8, 256, 320, 32, False, True, True, torch.float16, 5, "atomic"),       # g32 (no FOLD), two rows, full n8
+    (8, 8, 128, 576, 64, False, False, True, torch.bfloat16, 4, "atomic"),     # 9 columns: partial quad
+    (4, 7, 128, 256, -1, True, False, False, torch.float16, 0, "direct"),
+    (8, 2, 256, 128, 32, False, True, True, torch.float16, 3, "partials"),
+    (4, 1, 512, 128, 64, False, False, True, torch.bfloat16, 5, "partials"),   # pieces that split groups
+    (4, 4, 256, 64 * 9, 128, False, True, False, torch.bfloat16, 7, "partials"),  # short last quad, 3 segments
 ]
 
 
 @pytest.mark.parametrize("case", SWAP_CASES, ids=lambda c: f"int{c[0]}-M{c[1]}-K{c[2]}-N{c[3]}-g{c[4]}-{c[10]}")
 def test_emulated_swap_kernel_matches_reference(case):
-    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode, parts = case
+    bits, M, K, N, group, channelwise, with_zeros, with_bias, dtype, grid, mode = case
     if channelwise:
         group = 128 if K % 128 == 0 else 64
     gen = torch.Generator().manual_seed(4321 + M + K + N)
     q, scales, zeros, bias, x, packed = _random_problem(gen, bits, M, K, N, group, channelwise, with_zeros,
                                                         with_bias, dtype)
-    if mode != "atomic":
-        grid = -(-(N // 64) // 4) * parts
+    if mode == "direct":
+        grid = -(-(N // 64) // 4)
     y = emulate_swap(x, packed, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
-                     grid=grid, mode=mode, parts=parts)
+                     grid=grid, mode=mode)
     fold = use_fold(bits, group, channelwise, 1, K, N)
     ref = reference(x, q, scales, zeros, bias, bits=bits, group=group, channelwise=channelwise, dtype=dtype,
                     round_weights=not fold)

@@ -286,6 +286,29 @@ def test_deterministic_is_bit_identical(bits, M):
             assert torch.equal(w.gemm(x, bias, 1), first)
 
 
+@pytest.mark.parametrize("M,K,N,mode", [
+    (1, 8192, 4096, "partials"),     # 2,048 units on at most a few hundred CTAs: pieces straddle segments
+    (70, 2048, 4096, "partials"),    # two m-groups
+    (8192, 128, 16384, "direct"),    # one fp32 plane is 512 MB, past kMaxPartialBytes: one CTA per segment
+])
+def test_deterministic_modes(M, K, N, mode, monkeypatch, capfd):
+    """Both deterministic epilogues, named by the SWORDFISH_DEBUG line: the atomic mode's balanced split with
+    fp32 pieces reduced in CTA order, and direct stores; each bit-identical run to run and exact."""
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=M + N)
+    x, bias = _x(M, K, w.dtype, M + 1), _bias(N, w.dtype, N)
+    first = w.gemm(x, bias, 1)
+    torch.cuda.synchronize()
+    lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K={K} N={N}" in l and "-> decode" in l]
+    assert lines and f"mode={mode}" in lines[-1], lines
+    if mode == "partials":
+        assert int(re.search(r"pieces=(\d+)", lines[-1]).group(1)) >= 2, lines[-1]
+    _check(first, w.reference(x, bias), _tolerance(w, True))
+    for _ in range(2):
+        assert torch.equal(w.gemm(x, bias, 1), first)
+
+
 def test_deterministic_env_is_read_per_call(monkeypatch):
     w = Weight(bits=4, K=1024, N=256, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.bfloat16, seed=3)

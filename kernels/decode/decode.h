@@ -39,7 +39,7 @@ std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp,
 
 // One line naming the kernel configuration launch() would use for p (for
 // SWORDFISH_DEBUG logs and tests), e.g. "decode int4 bf16 mt=1 mgroups=1
-// stages=4 grid=396 mode=atomic parts=1 pdl=1".
+// stages=4 grid=396 mode=atomic pieces=0 pdl=1".
 std::string describe(const GemmProblem& p);
 
 }  // namespace decode

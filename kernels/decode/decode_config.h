@@ -200,8 +200,34 @@ static_assert(swap_smem_bytes(8, true) * kSwapCtasPerSm <= 227 * 1024, "int8 swa
 enum Mode : int {
   kModeAtomic = 0,    // red.global.add into y, which the prep kernel zeroed (or set to bias)
   kModeDirect = 1,    // deterministic, one CTA per segment: y = round(acc + bias), plain stores
-  kModePartials = 2,  // deterministic, P parts per segment: fp32 partials, reduced by a second kernel
+  kModePartials = 2,  // deterministic, the atomic mode's balanced split: each CTA stores its fp32 piece
+                      // of every segment it touches, reduce_kernel sums a segment's pieces in CTA order
 };
+
+// The CTA whose balanced range [b * units / grid, (b + 1) * units / grid) holds
+// flat unit u: the largest b with b * units / grid <= u. In kModePartials a
+// CTA's piece of segment s is plane b - first_cta(s * kblocks), and the
+// segment has first_cta(s * kblocks + kblocks - 1) - first_cta(s * kblocks) + 1
+// pieces; the kernels and reduce_kernel derive both from this one formula.
+SF_HOST_DEVICE constexpr long long first_cta(long long u, long long units, long long grid) {
+  const long long x = (u + 1) * grid - 1;
+  // 32 bits wherever they suffice (every decode-sized launch): on the GPU a
+  // 64-bit division is a subroutine, a long dependent chain on a CTA's tail.
+  if (x <= 0xffffffffLL && units <= 0xffffffffLL) return static_cast<unsigned>(x) / static_cast<unsigned>(units);
+  return x / units;
+}
+
+// Planes of fp32 pieces a kModePartials launch may write: no segment of
+// `kblocks` units spans more than floor((kblocks - 1) * grid / units) + 2 CTAs
+// (each holds at least floor(units / grid) >= 1 units), nor more than the grid.
+SF_HOST_DEVICE constexpr long long max_pieces(long long kblocks, long long units, long long grid) {
+  const long long bound = (kblocks - 1) * grid / units + 2;
+  return bound < grid ? bound : grid;
+}
+
+static_assert(first_cta(0, 10, 3) == 0 && first_cta(2, 10, 3) == 0 && first_cta(3, 10, 3) == 1 &&
+                  first_cta(5, 10, 3) == 1 && first_cta(6, 10, 3) == 2 && first_cta(9, 10, 3) == 2,
+              "first_cta inverts the balanced split b * units / grid");
 
 // Weight units per warp gemm_kernel (M > 8) pulls into L2 before its
 // grid-dependency wait (detail::enter_dependent): none. Without the prefetch it
@@ -215,6 +241,13 @@ inline constexpr int kGemmPrefetchUnits = 0;
 // Host-side heuristics (per launch): see decode_launch.cu.
 inline constexpr int kMinUnitsPerCta = 4;        // fewer and prologue/flush overheads dominate
 inline constexpr long long kMaxPartialBytes = 256ll << 20;  // deterministic partials workspace cap
+// Deterministic mode: one CTA per segment (kModeDirect, no workspace, no reduce
+// kernel) when its waves of occupancy x SMs CTAs are at least this full;
+// otherwise the atomic mode's balanced split with fp32 pieces (kModePartials).
+inline constexpr double kDirectMinWaveFill = 0.9;
+// kModePartials: segments x floor(grid / segments) CTAs (none spans two
+// segments) instead of the flat split's grid when that keeps this share of it.
+inline constexpr double kAlignedMinFill = 0.9;
 
 }  // namespace decode
 }  // namespace swordfish

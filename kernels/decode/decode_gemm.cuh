@@ -255,19 +255,24 @@ SF_HOST_DEVICE constexpr uint32_t swizzle_128(uint32_t o) { return o ^ ((o >> 3)
 
 // ---- work split and stage ring, shared by gemm_kernel and swap_kernel (decode_swap.cuh)
 
-// This CTA's units [u0, u1) of the flat list (decode_config.h): in atomic mode a
-// balanced slice of p.units over the grid; in the deterministic modes part
-// blockIdx.x % parts of segment blockIdx.x / parts.
+// This CTA's units [u0, u1) of the flat list (decode_config.h): segment
+// blockIdx.x in kModeDirect; otherwise a balanced slice of p.units over the grid.
 SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
-  if (p.mode == kModeAtomic) {
+  if (p.mode == kModeDirect) {
+    u0 = static_cast<long long>(blockIdx.x) * p.kblocks;
+    u1 = u0 + p.kblocks;
+  } else {
     u0 = static_cast<long long>(blockIdx.x) * p.units / gridDim.x;
     u1 = static_cast<long long>(blockIdx.x + 1) * p.units / gridDim.x;
-  } else {
-    const int seg = blockIdx.x / p.parts;
-    const int part = blockIdx.x - seg * p.parts;
-    u0 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part) * p.kblocks / p.parts;
-    u1 = static_cast<long long>(seg) * p.kblocks + static_cast<long long>(part + 1) * p.kblocks / p.parts;
   }
+}
+
+// kModePartials: the plane of this CTA's piece of the segment its range starts
+// in, which begins at flat unit seg_start (decode_config.h first_cta). Every
+// later segment it touches starts inside its range: there it is the first CTA,
+// plane 0. Computed once, before the mainloop, off the flush's path.
+SF_DEVICE int first_piece(const Params& p, long long seg_start) {
+  return p.mode == kModePartials ? static_cast<int>(blockIdx.x - first_cta(seg_start, p.units, gridDim.x)) : 0;
 }
 
 // The units [u0, u1) warp `warp` streams: the CTA's range cut to the quads q
@@ -393,7 +398,7 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
 }  // namespace detail
 
 // grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
-// balanced range of units; deterministic modes: segments * parts CTAs.
+// balanced range of units; kModePartials: the same split; kModeDirect: one CTA per segment.
 // block: kThreads. dynamic smem: gemm_smem_bytes(BITS, MT, ZEROS, SHARE).
 // SHARE (kShareActs): the CTA stages each unit's activation tile once, for
 // all four warps (decode_config.h); otherwise every lane stages its own rows.
@@ -440,6 +445,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
   }
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
+  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
   // kGemmPrefetchUnits (decode_config.h: none, measured faster than the swap kernel's ring prefetch here).
   detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, kGemmPrefetchUnits, lane);
 
@@ -687,7 +693,6 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
         b[c][1] = detail::to_f32<BF16>(p.bias[col + 8 * c + 1]);
       }
     }
-    const int part = p.mode == kModePartials ? static_cast<int>(blockIdx.x % p.parts) : 0;
     if (p.mode == kModeAtomic) {
       const int col0 = (4 * q + warp) * format::kBlockN;
 #pragma unroll
@@ -705,6 +710,8 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
       detail::clear(acc);
       return;
     }
+    const bool first = q == pos0.q && mg == pos0.mg;  // the segment this CTA's range starts in
+    float* const piece = p.partials + static_cast<long long>(first ? piece0 : 0) * p.M * p.N;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -718,8 +725,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
           if (p.mode == kModeDirect) {
             *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b[c][0], v1 + b[c][1]);
           } else {
-            *reinterpret_cast<float2*>(p.partials + static_cast<long long>(part) * p.M * p.N + off) =
-                make_float2(v0, v1);
+            *reinterpret_cast<float2*>(piece + off) = make_float2(v0, v1);
           }
         }
       }

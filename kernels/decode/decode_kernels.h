@@ -17,7 +17,7 @@ struct Params {
   const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr (then unused)
   const uint16_t* bias;    // (N) or nullptr: read by kModeDirect only
   uint16_t* y;             // (M, N)
-  float* partials;         // (parts, M, N) fp32: kModePartials only
+  float* partials;         // (pieces, M, N) fp32: kModePartials only (decode_config.h: first_cta)
   long long units;         // quads * mgroups * kblocks
   int M, K, N;
   int kblocks;             // K / block_k
@@ -25,7 +25,6 @@ struct Params {
   int mgroups;             // ceil(M / (16 * MT))
   int gshift;              // log2(group); 31 for channelwise (every k reads scale row 0)
   int mode;                // Mode (decode_config.h)
-  int parts;               // deterministic modes: CTAs per segment (grid = segments * parts)
   int evict_first;         // 1: weights are read once (evict_first); 0: several m-groups re-read them
   int fold_mask;           // FOLD kernels: fold after k-block kb when ((kb + 1) & fold_mask) == 0
                            // (units per group - 1; channelwise: units per 128 rows - 1)

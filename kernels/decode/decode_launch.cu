@@ -8,8 +8,10 @@
 //   grid      atomic mode: persistent, min(occupancy x SMs, units / 4) CTAs,
 //             each a balanced range of the flat unit list, so the split-K
 //             depth per column follows from occupancy and the SM count.
-//             deterministic: P CTAs per segment (P from the same slots),
-//             fp32 partials + reduce_kernel when P > 1, direct stores when 1.
+//             deterministic: one CTA per segment with direct stores when its
+//             waves fill the slots (kDirectMinWaveFill); otherwise the same
+//             balanced split as atomic mode, each CTA storing an fp32 piece
+//             per segment it touches, summed in CTA order by reduce_kernel.
 //   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand);
 //             otherwise gemm_kernel<MT>, staging each unit's activations once
 //             per CTA when kShareActs; FOLD where use_fold() says so.
@@ -57,7 +59,7 @@ struct Plan {
   int ncols = 0, quads = 0, kblocks = 0;
   long long units = 0, segments = 0;
   int mode = kModeAtomic;
-  int parts = 1;
+  long long pieces = 0;  // kModePartials: planes of fp32 pieces (max_pieces)
   long long grid = 0;
   int occupancy = 0;
   bool gather = false, init_y = false, pdl = false, evict_first = true, fold = false, swap = false;
@@ -184,15 +186,31 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
     pl->grid = std::max(1LL, std::min(slots, ceil_div(pl->units, kMinUnitsPerCta)));
     pl->init_y = true;
   } else {
-    const long long plane = static_cast<long long>(p.M) * p.N * 4;  // fp32 partial bytes per part
-    long long parts = std::max(1LL, slots / pl->segments);
-    parts = std::min<long long>(parts, pl->kblocks);
-    parts = std::min<long long>(parts, std::max(1LL, kMaxPartialBytes / plane));
-    pl->parts = static_cast<int>(parts);
-    pl->mode = pl->parts == 1 ? kModeDirect : kModePartials;
-    pl->grid = pl->segments * pl->parts;
+    // Deterministic: no atomics. One CTA per segment stores y directly when
+    // those CTAs fill their waves; otherwise the atomic mode's balanced grid,
+    // each CTA's piece of each segment it touches stored in fp32 and summed in
+    // CTA order by reduce_kernel (the direct split left 70B gate_up at M = 1
+    // with 224 CTAs on 396 slots, 1.54x the atomic mode's time).
+    const long long plane = static_cast<long long>(p.M) * p.N * 4;  // fp32 bytes per piece
+    const long long flat = std::max(1LL, std::min(slots, ceil_div(pl->units, kMinUnitsPerCta)));
+    // A whole number of CTAs per segment, when that costs few CTAs: no CTA then
+    // spans two segments (two flushes on its tail) and each segment has the
+    // fewest pieces. That per-segment split (the mode's only one before) ran
+    // 1.06-1.18x faster than the flat one at int8 M = 64 (2026-12-03-f call 2).
+    const long long aligned = pl->segments * (flat / pl->segments);
+    const long long grid = aligned >= kAlignedMinFill * flat ? aligned : flat;
+    const long long pieces = max_pieces(pl->kblocks, pl->units, grid);
+    const double fill = static_cast<double>(pl->segments) / (ceil_div(pl->segments, slots) * slots);
     pl->init_y = false;
-    if (pl->mode == kModePartials) pl->ws_partials = static_cast<size_t>(plane) * pl->parts;
+    if (fill >= kDirectMinWaveFill || pieces * plane > kMaxPartialBytes) {
+      pl->mode = kModeDirect;
+      pl->grid = pl->segments;
+    } else {
+      pl->mode = kModePartials;
+      pl->grid = grid;
+      pl->pieces = pieces;
+      pl->ws_partials = static_cast<size_t>(plane) * pieces;
+    }
   }
   if (pl->grid > kIntMax) {
     *err = "decode: grid of " + std::to_string(pl->grid) + " CTAs exceeds the launch limit (M = " +
@@ -286,7 +304,7 @@ std::string describe(const GemmProblem& p) {
          " mgroups=" + std::to_string(pl.mgroups) +
          " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
          " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +
-         " parts=" + std::to_string(pl.parts) + " pdl=" + std::to_string(pl.pdl ? 1 : 0) +
+         " pieces=" + std::to_string(pl.pieces) + " pdl=" + std::to_string(pl.pdl ? 1 : 0) +
          " zeros=" + std::to_string(p.zeros != nullptr ? 1 : 0) + " act_order=" + std::to_string(pl.gather ? 1 : 0);
 }
 
@@ -345,7 +363,6 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   gp.mgroups = pl.mgroups;
   gp.gshift = p.channelwise ? 31 : log2_group(p.group);
   gp.mode = pl.mode;
-  gp.parts = pl.parts;
   gp.evict_first = pl.evict_first ? 1 : 0;
   // Channelwise folds every 128 rows as well: the raw accumulators carry
   // kRawOffset * sum(x), and the tensor core's fp32 accumulation error grows
@@ -359,14 +376,16 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
 
   // 3. deterministic split-K: fixed-order reduction of the fp32 partials.
   if (pl.mode == kModePartials) {
-    const int gx = static_cast<int>(std::min<long long>(ceil_div(p.N / 2, kPrepThreads), 16));
-    const int gy = static_cast<int>(std::min<long long>(p.M, std::max(1, 4 * p.sm_count / gx)));
-    const float* parts = reinterpret_cast<const float*>(ws + pl.ws_x);
-    int nparts = pl.parts, M = p.M, N = p.N;
-    void* rargs[] = {&parts, &nparts, &bias, &y, &M, &N};
+    // ~4 CTAs per SM: rows first, then as many column CTAs as the rows leave (M = 1 is on the latency path).
+    const int gy = static_cast<int>(std::min<long long>(p.M, 4LL * p.sm_count));
+    const int gx =
+        static_cast<int>(std::min<long long>(ceil_div(p.N / 2, kPrepThreads), std::max(1, 4 * p.sm_count / gy)));
+    ReduceParams rp{reinterpret_cast<const float*>(ws + pl.ws_x), bias, y, pl.units, static_cast<int>(pl.grid),
+                    p.M, p.N, pl.kblocks, pl.mgroups, 16 * pl.mt};
+    void* rargs[] = {&rp};
     const void* fn = p.dtype == DType::kBFloat16 ? reinterpret_cast<const void*>(&reduce_kernel<true>)
                                                  : reinterpret_cast<const void*>(&reduce_kernel<false>);
-    why = launch_kernel(fn, dim3(gx, std::max(gy, 1)), kPrepThreads, 0, pl.pdl, rargs, stream, "reduce kernel");
+    why = launch_kernel(fn, dim3(gx, gy), kPrepThreads, 0, pl.pdl, rargs, stream, "reduce kernel");
     if (!why.empty()) return why;
   }
   return "";

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   const int n = detail::warp_units(p, warp, 1, u0, u1);
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
+  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
   detail::enter_dependent(p, 4 * pos0.q + warp, pos0.kb, S, lane);
 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
@@ -271,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
               detail::pack<BF16>(v[m][h][0] + b0, v[m][h][1] + b1);
         }
     } else {
-      float* out = p.partials + static_cast<long long>(blockIdx.x % p.parts) * p.M * p.N + row;
+      float* out = p.partials + static_cast<long long>(q == pos0.q ? piece0 : 0) * p.M * p.N + row;
 #pragma unroll
       for (int m = 0; m < 4; ++m)
 #pragma unroll

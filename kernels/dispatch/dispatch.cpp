@@ -109,13 +109,13 @@ bool debug_enabled() {
   return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
 }
 
-// One line per distinct (shape, path) for the life of the process.
+// One line per distinct (shape, format, epilogue mode, path) for the life of the process.
 void log_choice(const GemmProblem& p, Path path) {
-  using Key = std::tuple<int, int, int, int, int, bool, bool, int, int>;
+  using Key = std::tuple<int, int, int, int, int, bool, bool, bool, bool, int, int>;
   static std::mutex mu;
   static std::set<Key> seen;
-  const Key key{p.M, p.K, p.N, p.bits, p.group, p.channelwise, p.perm != nullptr, static_cast<int>(p.dtype),
-                static_cast<int>(path)};
+  const Key key{p.M, p.K, p.N, p.bits, p.group, p.channelwise, p.perm != nullptr, p.zeros != nullptr,
+                p.deterministic, static_cast<int>(p.dtype), static_cast<int>(path)};
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) return;
