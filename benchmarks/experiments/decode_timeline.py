@@ -82,6 +82,8 @@ def main(argv=None):
     ap.add_argument("--bits", type=int, default=4)
     ap.add_argument("--replays", type=int, default=3)
     ap.add_argument("--calls", type=int, default=48, help="calls per graph")
+    ap.add_argument("--deterministic", action="store_true", help="the decode calls in deterministic mode")
+    ap.add_argument("--no-cublas", action="store_true")
     ap.add_argument("--out", help="JSON output")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available() or not ops.has_extension():
@@ -95,14 +97,18 @@ def main(argv=None):
         K, N = SHAPES[name]
         wbytes = K * N * args.bits // 8 + (K // 128) * N * 2
         copies = [make_weight(K, N, args.bits, 128, dtype, False, gen) for _ in range(copies_for(wbytes))]
-        dense = [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen) for _ in range(copies_for(K * N * 2))]
+        dense = [] if args.no_cublas else [torch.randn(N, K, device="cuda", dtype=dtype, generator=gen)
+                                           for _ in range(copies_for(K * N * 2))]
         for M in args.M:
             x = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
             runs = {
-                "decode": ([lambda p=p, s=s: ops.gemm(x, p, s, None, None, None, args.bits, 128, False, PATH_DECODE, 0)
+                "decode": ([lambda p=p, s=s: ops.gemm(x, p, s, None, None, None, args.bits, 128, False, PATH_DECODE,
+                                                          int(args.deterministic))
                             for p, s, _ in copies], wbytes),
                 "cublas": ([lambda w=w: F.linear(x, w) for w in dense], K * N * 2),
             }
+            if args.no_cublas:
+                del runs["cublas"]
             for path, (calls, nbytes) in runs.items():
                 graph, n = capture_graph(calls, stream, lambda _us: args.calls)
                 for _ in range(3):
