@@ -287,7 +287,8 @@ def test_deterministic_is_bit_identical(bits, M):
 
 
 @pytest.mark.parametrize("M,K,N,mode", [
-    (1, 8192, 4096, "partials"),     # 2,048 units on at most a few hundred CTAs: pieces straddle segments
+    (1, 8192, 4096, "partials"),     # 2,048 units: a whole number of CTAs per segment (uniform piece counts)
+    (1, 1024, 57344, "partials"),    # 224 segments, too many to align: CTAs straddle segments, pieces counted
     (70, 2048, 4096, "partials"),    # two m-groups
     (8192, 128, 16384, "direct"),    # one fp32 plane is 512 MB, past kMaxPartialBytes: one CTA per segment
 ])

@@ -270,7 +270,9 @@ SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
 // kModePartials: the plane of this CTA's piece of the segment its range starts
 // in, which begins at flat unit seg_start (decode_config.h first_cta). Every
 // later segment it touches starts inside its range: there it is the first CTA,
-// plane 0. Computed once, before the mainloop, off the flush's path.
+// plane 0. Computed once, after the dependency wait, off the flush's path. (This
+// placement and the reduce kernel's uniform piece count, together, took int8
+// 8B qkv M = 64 deterministic from 23.4 to 21.1 us; 2026-12-03-f call 5.)
 SF_DEVICE int first_piece(const Params& p, long long seg_start) {
   return p.mode == kModePartials ? static_cast<int>(blockIdx.x - first_cta(seg_start, p.units, gridDim.x)) : 0;
 }
@@ -445,9 +447,9 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
   }
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
-  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
   // kGemmPrefetchUnits (decode_config.h: none, measured faster than the swap kernel's ring prefetch here).
   detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, kGemmPrefetchUnits, lane);
+  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
 
   // ---- stage ring (S, STRIDE): 32-bit shared addresses, compare-and-wrap.
   // Lane-local: one ring per warp, act at L.act_offset of each slot. Shared:

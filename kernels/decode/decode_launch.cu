@@ -381,7 +381,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     const int gx =
         static_cast<int>(std::min<long long>(ceil_div(p.N / 2, kPrepThreads), std::max(1, 4 * p.sm_count / gy)));
     ReduceParams rp{reinterpret_cast<const float*>(ws + pl.ws_x), bias, y, pl.units, static_cast<int>(pl.grid),
-                    p.M, p.N, pl.kblocks, pl.mgroups, 16 * pl.mt};
+                    p.M, p.N, pl.kblocks, pl.mgroups, 16 * pl.mt,
+                    // a whole number of CTAs per segment: each has exactly that many pieces
+                    pl.grid % pl.segments == 0 ? static_cast<int>(pl.grid / pl.segments) : 0};
     void* rargs[] = {&rp};
     const void* fn = p.dtype == DType::kBFloat16 ? reinterpret_cast<const void*>(&reduce_kernel<true>)
                                                  : reinterpret_cast<const void*>(&reduce_kernel<false>);

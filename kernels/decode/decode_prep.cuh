@@ -40,6 +40,7 @@ struct ReduceParams {
   int kblocks;            // units per segment
   int mgroups;            // m-groups of mg_rows rows (segment = quad * mgroups + m-group)
   int mg_rows;            // 16 * MT
+  int uniform_pieces;     // > 0: every segment has this many pieces (grid = segments x pieces); 0: count them
 };
 
 // grid: (x, y) any; blockIdx.y strides rows, the x dimension strides columns.
@@ -80,10 +81,12 @@ __global__ void __launch_bounds__(kPrepThreads) reduce_kernel(const ReduceParams
   for (int m = blockIdx.y; m < p.M; m += gridDim.y) {
     const int mg = m / p.mg_rows;
     for (int c = tid; c < p.N / 2; c += stride) {
-      const long long seg = static_cast<long long>(2 * c / (kWarps * format::kBlockN)) * p.mgroups + mg;
-      const long long u0 = seg * p.kblocks;
-      const long long first = first_cta(u0, p.units, p.grid);
-      const int pieces = static_cast<int>(first_cta(u0 + p.kblocks - 1, p.units, p.grid) - first + 1);
+      int pieces = p.uniform_pieces;
+      if (pieces == 0) {
+        const long long seg = static_cast<long long>(2 * c / (kWarps * format::kBlockN)) * p.mgroups + mg;
+        const long long u0 = seg * p.kblocks;
+        pieces = static_cast<int>(first_cta(u0 + p.kblocks - 1, p.units, p.grid) - first_cta(u0, p.units, p.grid) + 1);
+      }
       const long long off = static_cast<long long>(m) * p.N + 2 * c;
       float s0 = 0.f, s1 = 0.f;
       for (int piece = 0; piece < pieces; ++piece) {  // fixed order: bit-identical every run

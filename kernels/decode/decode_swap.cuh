@@ -63,8 +63,8 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   const int n = detail::warp_units(p, warp, 1, u0, u1);
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
-  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
   detail::enter_dependent(p, 4 * pos0.q + warp, pos0.kb, S, lane);
+  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
 
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
   detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
