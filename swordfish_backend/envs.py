@@ -6,8 +6,9 @@ variables the same way at call time (``kernels/torch/ops_gemm.cpp``); the
 spellings accepted here match it.
 
     SWORDFISH_DEBUG          1: log the dispatcher's path choice once per problem (stderr)
-    SWORDFISH_DETERMINISTIC  1: no atomic epilogues, bit-identical results (5-25% slower
-                             on the decode path); read per call by the gemm op when its
+    SWORDFISH_DETERMINISTIC  1: no atomic epilogues, bit-identical results (on the H200's
+                             decode path about 1.2x the time, 1.03-1.4x by layer:
+                             docs/DECODE.md); read per call by the gemm op when its
                              ``deterministic`` argument is -1
     SWORDFISH_DISABLE        1: the vLLM plugin registers nothing (kill switch)
 
