@@ -23,11 +23,12 @@ fraction of 4.18 TB/s and of the HBM read ceiling measured in this run (a large
 bf16 sum), cuBLAS bf16 (torch.nn.functional.linear) on the same shape,
 timed the same way, and the time over this run's M = 1 time of the same
 shape (x_M1: the issue's targets are <= 1.15 at M = 16, <= 1.3 at M = 32).
-With --read-floor, also the time torch takes to read the same number of bytes
-the same way (a bf16 sum over as many rotating buffers, graph-replayed back to
-back, the method of the ceiling itself) and our time over it (%read): what
-one kernel launch per call can reach at this size, against which the fixed
-4.18 TB/s ceiling of a 4 GiB read is unreachable for the small layers.
+With --read-floor, also the time the ceiling's own method takes at this size
+(a bf16 sum of the same number of bytes over as many rotating buffers,
+graph-replayed back to back) and that time over ours (%read). torch's
+reduction is a loose floor at layer sizes (on the H200 it is slower than our
+decode there); benchmarks/experiments/read_floor.py times a plain streaming
+read as well, the tighter one.
 Ratios are only meaningful within one run.
 """
 

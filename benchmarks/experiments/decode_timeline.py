@@ -105,10 +105,9 @@ def main(argv=None):
                 "decode": ([lambda p=p, s=s: ops.gemm(x, p, s, None, None, None, args.bits, 128, False, PATH_DECODE,
                                                           int(args.deterministic))
                             for p, s, _ in copies], wbytes),
-                "cublas": ([lambda w=w: F.linear(x, w) for w in dense], K * N * 2),
             }
-            if args.no_cublas:
-                del runs["cublas"]
+            if dense:
+                runs["cublas"] = ([lambda w=w: F.linear(x, w) for w in dense], K * N * 2)
             for path, (calls, nbytes) in runs.items():
                 graph, n = capture_graph(calls, stream, lambda _us: args.calls)
                 for _ in range(3):

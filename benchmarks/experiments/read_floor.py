@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import statistics
 import sys
 
 import torch
 
-from swordfish_backend.bench import time_calls
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_decode import SHAPES, copies_for  # noqa: E402
 
-SHAPES = {
-    "8b_qkv": (4096, 6144), "8b_o": (4096, 4096), "8b_gate_up": (4096, 28672), "8b_down": (14336, 4096),
-    "70b_qkv": (8192, 10240), "70b_o": (8192, 8192), "70b_gate_up": (8192, 57344), "70b_down": (28672, 8192),
-}
+from swordfish_backend.bench import time_calls  # noqa: E402
 
 
 def triton_reader():
@@ -64,7 +62,6 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA device")
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = getattr(props, "L2_cache_size", 0) or (60 << 20)
     sms = props.multi_processor_count
     sizes = []
     for name, (K, N) in SHAPES.items():
@@ -79,17 +76,15 @@ def main(argv=None):
     records = []
     for label, nbytes in sizes:
         nbytes = nbytes // 64 * 64
-        copies = int(max(2, min(math.ceil(3 * l2 / nbytes), 24)))
+        copies = copies_for(nbytes)
         bufs = [torch.randint(-2**31, 2**31 - 1, (nbytes // 4,), device="cuda", dtype=torch.int32)
                 for _ in range(copies)]
-        bf = [b.view(torch.bfloat16) for b in bufs]
-        torch_us = time_us([b.sum for b in bf], args.rounds)
+        torch_us = time_us([b.view(torch.bfloat16).sum for b in bufs], args.rounds)
         best = None
         for per_sm in (2, 4, 8, 16):
             grid = sms * per_sm
             out = torch.empty(grid, device="cuda", dtype=torch.int32)
-            vecs = [b.view(torch.int32) for b in bufs]
-            us = time_us([lambda v=v: launch(v, out, grid, 1024) for v in vecs], args.rounds)
+            us = time_us([lambda v=v: launch(v, out, grid, 1024) for v in bufs], args.rounds)
             if best is None or us < best[0]:
                 best = (us, grid)
         rec = {"label": label, "bytes": nbytes, "copies": copies, "torch_sum_us": torch_us,
@@ -97,7 +92,7 @@ def main(argv=None):
         records.append(rec)
         print(f"{label:>18} {nbytes / 1e6:8.2f} {torch_us:9.2f} {nbytes / torch_us / 1e6:6.3f} "
               f"{best[0]:9.2f} {nbytes / best[0] / 1e6:6.3f} {best[1]:6d}", flush=True)
-        del bufs, bf
+        del bufs
         torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:

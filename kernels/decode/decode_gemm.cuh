@@ -255,8 +255,11 @@ SF_HOST_DEVICE constexpr uint32_t swizzle_128(uint32_t o) { return o ^ ((o >> 3)
 
 // ---- work split and stage ring, shared by gemm_kernel and swap_kernel (decode_swap.cuh)
 
-// This CTA's units [u0, u1) of the flat list (decode_config.h): segment
-// blockIdx.x in kModeDirect; otherwise a balanced slice of p.units over the grid.
+// This CTA's units [u0, u1) of the flat list (decode_config.h): a balanced
+// slice of p.units over the grid. kModeDirect launches one CTA per segment, so
+// there the slice is segment blockIdx.x, written without the division (one
+// formula for all modes changes ptxas' register allocation of the swap and
+// gemm instances by -8..+10: not taken without a timing run).
 SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
   if (p.mode == kModeDirect) {
     u0 = static_cast<long long>(blockIdx.x) * p.kblocks;
@@ -275,6 +278,12 @@ SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
 // 8B qkv M = 64 deterministic from 23.4 to 21.1 us; 2026-12-03-f call 5.)
 SF_DEVICE int first_piece(const Params& p, long long seg_start) {
   return p.mode == kModePartials ? static_cast<int>(blockIdx.x - first_cta(seg_start, p.units, gridDim.x)) : 0;
+}
+
+// kModePartials: the (M, N) fp32 plane of this CTA's piece of a segment; `first`:
+// the segment its range starts in (plane piece0 = first_piece), else plane 0.
+SF_DEVICE float* piece_plane(const Params& p, bool first, int piece0) {
+  return p.partials + static_cast<long long>(first ? piece0 : 0) * p.M * p.N;
 }
 
 // The units [u0, u1) warp `warp` streams: the CTA's range cut to the quads q
@@ -712,8 +721,7 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
       detail::clear(acc);
       return;
     }
-    const bool first = q == pos0.q && mg == pos0.mg;  // the segment this CTA's range starts in
-    float* const piece = p.partials + static_cast<long long>(first ? piece0 : 0) * p.M * p.N;
+    float* const piece = detail::piece_plane(p, q == pos0.q && mg == pos0.mg, piece0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll

@@ -9,9 +9,11 @@
 //             each a balanced range of the flat unit list, so the split-K
 //             depth per column follows from occupancy and the SM count.
 //             deterministic: one CTA per segment with direct stores when its
-//             waves fill the slots (kDirectMinWaveFill); otherwise the same
-//             balanced split as atomic mode, each CTA storing an fp32 piece
-//             per segment it touches, summed in CTA order by reduce_kernel.
+//             waves fill the slots (kDirectMinWaveFill) or the pieces would
+//             pass kMaxPartialBytes; otherwise the same balanced split as
+//             atomic mode (whole CTAs per segment where that keeps
+//             kAlignedMinFill of the grid), each CTA storing an fp32 piece per
+//             segment it touches, summed in CTA order by reduce_kernel.
 //   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand);
 //             otherwise gemm_kernel<MT>, staging each unit's activations once
 //             per CTA when kShareActs; FOLD where use_fold() says so.
@@ -194,9 +196,8 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
     const long long plane = static_cast<long long>(p.M) * p.N * 4;  // fp32 bytes per piece
     const long long flat = std::max(1LL, std::min(slots, ceil_div(pl->units, kMinUnitsPerCta)));
     // A whole number of CTAs per segment, when that costs few CTAs: no CTA then
-    // spans two segments (two flushes on its tail) and each segment has the
-    // fewest pieces. That per-segment split (the mode's only one before) ran
-    // 1.06-1.18x faster than the flat one at int8 M = 64 (2026-12-03-f call 2).
+    // spans two segments (two flushes on its tail), each segment has the same
+    // number of pieces (reduce_kernel need not count them), the fewest there are.
     const long long aligned = pl->segments * (flat / pl->segments);
     const long long grid = aligned >= kAlignedMinFill * flat ? aligned : flat;
     const long long pieces = max_pieces(pl->kblocks, pl->units, grid);

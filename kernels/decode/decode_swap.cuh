@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
               detail::pack<BF16>(v[m][h][0] + b0, v[m][h][1] + b1);
         }
     } else {
-      float* out = p.partials + static_cast<long long>(q == pos0.q ? piece0 : 0) * p.M * p.N + row;
+      float* out = detail::piece_plane(p, q == pos0.q, piece0) + row;
 #pragma unroll
       for (int m = 0; m < 4; ++m)
 #pragma unroll

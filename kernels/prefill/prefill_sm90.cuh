@@ -341,7 +341,8 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
   const uint32_t w_off = c * KS * kSliceBytes<BITS>;  // this warpgroup's n64 block: KS slices back to back
   const uint32_t col = 2u * (64 * c + role.n_lo);  // byte offset of column n_lo in a staged scale row
   const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * BT * 128;
-  constexpr int kPartialThreads = 128 * CG;  // a split tile's partials: float4 q of thread i at q * 128 CG + i
+  // A split tile's partials: float4 q of consumer thread i at q * consumer_threads(CG) + i.
+  constexpr int kPartialThreads = consumer_threads(CG);
 
   float acc[kAcc];
 #pragma unroll
@@ -478,9 +479,10 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
 // what consumer thread j held (same Role), so the fragment -> (token, column)
 // map is the epilogue's.
 template <int BITS, bool BF16, int BT, int CG>
-__global__ void __launch_bounds__(128 * CG) reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
+__global__ void __launch_bounds__(consumer_threads(CG))
+    reduce_kernel(const __grid_constant__ Params p, uint16_t* __restrict__ y) {
   constexpr int kQuads = BT / 8;  // float4s per thread
-  constexpr int kPartialThreads = 128 * CG;
+  constexpr int kPartialThreads = consumer_threads(CG);
   // Launched behind the GEMM with programmatic stream serialization (its launch latency hides
   // under the GEMM): the partials are complete and visible only after this wait.
   ptx::grid_dependency_wait();

@@ -224,7 +224,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     void* rargs[] = {&params, &y};
     cudaLaunchConfig_t rcfg = cfg;
     rcfg.gridDim = dim3(plan.split_tiles, plan.bt / 8);
-    rcfg.blockDim = dim3(128 * plan.cg);
+    rcfg.blockDim = dim3(sm90::consumer_threads(plan.cg));
     rcfg.dynamicSmemBytes = 0;
     if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
   }

@@ -16,7 +16,8 @@ inline constexpr int kMaxStages = 8;
 
 // A CTA is one producer warpgroup and CG consumer warpgroups; consumer c owns
 // output columns n0 + 64 c .. + 63 of the CTA's tile_n(CG) columns.
-constexpr int threads_for(int cg) { return 128 * (cg + 1); }
+constexpr int consumer_threads(int cg) { return 128 * cg; }
+constexpr int threads_for(int cg) { return 128 + consumer_threads(cg); }
 constexpr int tile_n(int cg) { return 64 * cg; }
 // Registers per thread after setmaxnreg (producer, consumers): 128 (40 + 2 x 232) = 504 and
 // 128 (40 + 3 x 152) = 496 of the SM's 512 per thread slot.
