@@ -121,12 +121,15 @@ def test_odd_shapes(bits, K, N, group, M):
     (4, 64, 8192, 256, r"splits=[2-8]"),    # 2 tiles on >= 100 SMs: split-K
     (4, 64, 8192, 10240, r"splits=[3-8]"),  # 80 tiles on 132 SMs: more split items than SMs (2 rounds of 3-way splits)
     (4, 4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
-    # Stage depth (sm90::slices_for): k128 stages for the small tiles, except int8 at BT 128 (three
-    # k128 stages fit; it keeps seven k64 ones) and BT 256.
-    (4, 100, 1024, 1024, r"tile=128x(64 k=128|128 k=128) "),
-    (8, 100, 1024, 1024, r"tile=128x(64 k=128|128 k=64) "),
+    # Stage depth (sm90::slices_for): k128 stages for the small tiles, k64 at BT 256; at least four
+    # stages, int8 staging its BT 128 and 256 epilogues in two passes of half the rows to fit them
+    # (sm90::epi_rows; the last m tile's second pass clipped by TMA at M = 3000, past M at 1950).
+    (4, 100, 1024, 1024, r"tile=128x(64 k=128 stages=8|128 k=128 stages=4) splits"),
+    (8, 100, 1024, 1024, r"tile=128x(64 k=128 stages=6|128 k=128 stages=4 epi_rows=64) splits"),
     (8, 64, 1024, 1024, r"tile=128x64 k=128 "),
-    (4, 3000, 1024, 1024, r"tile=128x256 k=64 "),
+    (4, 3000, 1024, 1024, r"tile=128x256 k=64 stages=4 splits"),
+    (8, 3000, 1024, 1024, r"tile=128x256 k=64 stages=4 epi_rows=128 splits"),
+    (8, 1950, 1024, 1024, r"tile=128x128 k=128 stages=4 epi_rows=64 splits"),
 ])
 def test_plan_and_split_paths(bits, M, K, N, want, monkeypatch, capfd):
     """The planner picks what the comment says, and each such plan is correct (split-K through the reduce)."""
@@ -289,6 +292,17 @@ def test_prefill_small_sanitize(M, K, N, act_order):
     w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=act_order,
                dtype=torch.bfloat16, seed=M)
     x, bias = _x(M, K, w.dtype, 1), _bias(N, w.dtype, 2)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("M", [3000, 1950], ids=["bt256_two_pass", "bt128_two_pass_past_m"])
+def test_int8_two_pass_epilogue_sanitize(M):
+    """int8's half-height epilogue staging (two TMA stores per tile; the planner's tiles are pinned by
+    test_plan_and_split_paths on the same shapes)."""
+    w = Weight(bits=8, K=1024, N=1024, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=M)
+    x, bias = _x(M, w.K, w.dtype, 5), _bias(w.N, w.dtype, 6)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
 
 

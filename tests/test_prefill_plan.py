@@ -32,8 +32,10 @@ class Planner:
         return self.plans([(M, K, N, bits, sms, act)])[0]
 
     def layout(self, bits, bt, cg=2) -> dict:
-        ks, stages, stage_bytes, smem, threads = (int(v) for v in self.ask([f"layout {bits} {bt} {cg}"])[0].split())
-        return {"ks": ks, "stages": stages, "stage_bytes": stage_bytes, "smem": smem, "threads": threads}
+        ks, stages, stage_bytes, smem, threads, epi_rows = (
+            int(v) for v in self.ask([f"layout {bits} {bt} {cg}"])[0].split())
+        return {"ks": ks, "stages": stages, "stage_bytes": stage_bytes, "smem": smem, "threads": threads,
+                "epi_rows": epi_rows}
 
 
 @pytest.fixture(scope="module")
@@ -43,24 +45,32 @@ def planner(tmp_path_factory) -> Planner:
 
 
 # (bits, BT, consumer warpgroups) -> (k64 slices per stage, stages, stage bytes, dynamic shared
-# memory): docs/PREFILL.md's table. CG = 3 is the 192-column tile (BT <= 128, k64 stages).
+# memory, epilogue staging rows): docs/PREFILL.md's table. CG = 3 is the 192-column tile (BT <= 128,
+# k64 stages). int8 stages half its BT = 128 and 256 epilogues at a time, for a fourth stage.
 LAYOUTS = {
-    (4, 64, 2): (2, 8, 26624, 230528), (4, 128, 2): (2, 4, 43008, 205952), (4, 256, 2): (1, 4, 37888, 218240),
-    (8, 64, 2): (2, 6, 34816, 226432), (8, 128, 2): (1, 7, 25600, 213120), (8, 256, 2): (1, 3, 41984, 192640),
-    (4, 64, 3): (1, 8, 15872, 152704), (4, 128, 3): (1, 7, 24064, 218752),
-    (8, 64, 3): (1, 8, 22016, 201856), (8, 128, 3): (1, 6, 30208, 231552),
+    (4, 64, 2): (2, 8, 26624, 230528, 64), (4, 128, 2): (2, 4, 43008, 205952, 128),
+    (4, 256, 2): (1, 4, 37888, 218240, 256),
+    (8, 64, 2): (2, 6, 34816, 226432, 64), (8, 128, 2): (2, 4, 51200, 222336, 64),
+    (8, 256, 2): (1, 4, 41984, 201856, 128),
+    (4, 64, 3): (1, 8, 15872, 152704, 64), (4, 128, 3): (1, 7, 24064, 218752, 128),
+    (8, 64, 3): (1, 8, 22016, 201856, 64), (8, 128, 3): (1, 6, 30208, 231552, 128),
 }
 
 
 @pytest.mark.parametrize("bits, bt, cg", sorted(LAYOUTS))
 def test_layout_matches_the_documented_table(planner, bits, bt, cg):
     got = planner.layout(bits, bt, cg)
-    assert (got["ks"], got["stages"], got["stage_bytes"], got["smem"]) == LAYOUTS[(bits, bt, cg)]
+    assert (got["ks"], got["stages"], got["stage_bytes"], got["smem"], got["epi_rows"]) == LAYOUTS[(bits, bt, cg)]
     assert got["smem"] <= 232448  # sm90's opt-in limit per block
     assert got["threads"] == 128 * (1 + cg)
-    # k128 stages exactly where four of them fit, BT <= 128 and 128 columns (int8 BT 128 fits three: k64;
-    # the 192-column tile's consumers have 128 registers at compile time: k64).
-    assert (got["ks"] == 2) == (bt <= 128 and (bits, bt) != (8, 128) and cg == 2)
+    # k128 stages for BT <= 128 and 128 columns (the 192-column tile's consumers have 128 registers at
+    # compile time: k64); at least four stages everywhere, the epilogue staging giving way where needed.
+    assert (got["ks"] == 2) == (bt <= 128 and cg == 2)
+    assert got["stages"] >= 4 and bt % got["epi_rows"] == 0 and got["epi_rows"] >= 64
+    # The staging tile is cut only as far as the fourth stage needs: beside one twice as tall, three fit.
+    reserve = got["smem"] - got["stages"] * got["stage_bytes"] - cg * got["epi_rows"] * 128
+    if got["epi_rows"] < bt:
+        assert (232448 - reserve - cg * 2 * got["epi_rows"] * 128) // got["stage_bytes"] < 4
 
 
 LLAMA = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096), (8192, 10240), (8192, 8192), (8192, 57344),

@@ -45,9 +45,9 @@ MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO),
           # the wide tile wherever it exists, to time it (results/h200/2026-12-03-e/experiments/)
           "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0)}
 # k64 slices per stage by bits and (consumer warpgroups, BT): k128 stages for BT <= 128 on 128
-# columns, except int8 at BT 128
+# columns (int8 at BT 128 only since 2026-12-03-g: timings from before ran its k64 stages)
 SLICES = {4: {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1},
-          8: {(2, 64): 2, (2, 128): 1, (2, 256): 1, (3, 64): 1, (3, 128): 1}}
+          8: {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1}}
 SLICE_COL = {(2, 64): 0, (2, 128): 1, (2, 256): 2, (3, 64): 6, (3, 128): 7}
 
 

@@ -39,14 +39,15 @@
 //   SMs (data-parallel + split tail, see Params).
 // Epilogue: fp32 accumulators (+ bias) -> dtype, written into a 128-byte-
 //   swizzled (BT, 64) staging tile per warpgroup and stored with one TMA
-//   store (rows >= M are clipped by TMA). Split-K items write fp32 partials in
+//   store (rows >= M are clipped by TMA); int8 at BT = 256 and at k128 stages
+//   stages half the rows at a time, in two passes, to fit a fourth stage. Split-K items write fp32 partials in
 //   fragment order instead (coalesced float4), and reduce_kernel sums them in
 //   split order: bit-identical run to run, like everything else here.
 //
 // Shared memory, per stage: x KS x (BT, 64) 16-bit = 128 BT bytes per slice
 //   [1024-aligned], packed CG x KS x kSliceBytes, scales and zero points
 //   2 KS x 64 CG x 2 B each (room for group 32's two rows per slice). Plus
-//   CG x 128 BT bytes of epilogue staging (prefill_sm90_layout.h).
+//   CG x 128 kEpiRows bytes of epilogue staging (prefill_sm90_layout.h).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -340,7 +341,7 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
   const Role role = make_role<BITS>(warp, lane);
   const uint32_t w_off = c * KS * kSliceBytes<BITS>;  // this warpgroup's n64 block: KS slices back to back
   const uint32_t col = 2u * (64 * c + role.n_lo);  // byte offset of column n_lo in a staged scale row
-  const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * BT * 128;
+  const uint32_t s_epi = ptx::smem_u32(smem + L::kOffEpi) + c * L::kEpiRows * 128;
   // A split tile's partials: float4 q of consumer thread i at q * consumer_threads(CG) + i.
   constexpr int kPartialThreads = consumer_threads(CG);
 
@@ -433,9 +434,6 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
       b_lo = to_f32<BF16>(p.bias[it.n0 + 64 * c + role.n_lo]);
       b_hi = to_f32<BF16>(p.bias[it.n0 + 64 * c + role.n_lo + 8]);
     }
-    // The previous item's TMA store must have finished reading the staging tile.
-    if (pending_store && tid == 0) cute::tma_store_wait<0>();
-    warpgroup_sync(c);
     // staging_offset(): accumulator 4 j + e is token 8 j + 2 t + (e & 1),
     // column n_lo + 8 (e >> 1); token % 8 = 2 t + (e & 1) does not depend on
     // j, so row j adds 1024 bytes to a per-e base. Conflict free (checked at
@@ -443,19 +441,29 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
     uint32_t base[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) base[e] = s_epi + staging_offset(2 * t + (e & 1), role.n_lo + 8 * (e >> 1));
+    // BT / kEpiRows passes through the (kEpiRows, 64) staging tile (one pass
+    // unless int8's deeper pipeline took the room, prefill_sm90_layout.h).
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
+    for (int pass = 0; pass < BT / L::kEpiRows; ++pass) {
+      // The previous store (this item's last pass or the previous item's) must have finished reading the tile.
+      if (pending_store && tid == 0) cute::tma_store_wait<0>();
+      warpgroup_sync(c);
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        ptx::sts_u16(base[e] + 1024u * j, from_f32<BF16>(acc[4 * j + e] + ((e >> 1) ? b_hi : b_lo)));
+      for (int j = 0; j < L::kEpiRows / 8; ++j) {
+        const int jj = pass * (L::kEpiRows / 8) + j;
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          ptx::sts_u16(base[e] + 1024u * j, from_f32<BF16>(acc[4 * jj + e] + ((e >> 1) ? b_hi : b_lo)));
+      }
+      cutlass::arch::fence_view_async_shared();
+      warpgroup_sync(c);
+      const int row0 = m0 + pass * L::kEpiRows;
+      if (tid == 0 && row0 < p.M) {
+        cute::SM90_TMA_STORE_2D::copy(&tmap_y, smem + L::kOffEpi + c * L::kEpiRows * 128, it.n0 + 64 * c, row0);
+        cute::tma_store_arrive();
+      }
+      pending_store = true;
     }
-    cutlass::arch::fence_view_async_shared();
-    warpgroup_sync(c);
-    if (tid == 0) {
-      cute::SM90_TMA_STORE_2D::copy(&tmap_y, smem + L::kOffEpi + c * BT * 128, it.n0 + 64 * c, m0);
-      cute::tma_store_arrive();
-    }
-    pending_store = true;
   }
   if (pending_store && tid == 0) cute::tma_store_wait<0>();
 #else
@@ -534,6 +542,7 @@ KernelSet make_kernel_set() {
   k.smem_bytes = L::kSmemBytes;
   k.stages = L::kStages;
   k.slices = KS;
+  k.epi_rows = L::kEpiRows;
   return k;
 }
 

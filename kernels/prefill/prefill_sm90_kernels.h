@@ -13,6 +13,7 @@ struct KernelSet {
   int smem_bytes = 0;            // dynamic shared memory of gemm
   int stages = 0;
   int slices = 1;                // k64 slices per pipeline stage (KS): 2 = k128 stages
+  int epi_rows = 0;              // token rows per epilogue store (the y tensor map's box)
 };
 
 // cg: consumer warpgroups (2: 128-column tiles, 3: 192); bt: 64, 128 or 256

@@ -146,6 +146,7 @@ std::string describe(const GemmProblem& p) {
   const sm90::KernelSet k = kernels_for(p, plan);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=" +
          str(plan.tile_n()) + "x" + str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) +
+         (k.epi_rows < plan.bt ? " epi_rows=" + str(k.epi_rows) : "") +
          " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) +
          " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
 }
@@ -196,7 +197,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n(), "scales");
   if (why.empty())
     why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n(), "zeros");
-  if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, plan.bt, "y");
+  if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, k.epi_rows, "y");
   if (!why.empty()) return why;
 
   why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);

@@ -13,6 +13,8 @@ namespace sm90 {
 
 inline constexpr int kSmemLimit = 232448;  // sm90 opt-in shared memory per block
 inline constexpr int kMaxStages = 8;
+inline constexpr int kMinStages = 4;  // the depth the epilogue staging gives way to (epi_rows)
+inline constexpr int kReserveBytes = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
 
 // A CTA is one producer warpgroup and CG consumer warpgroups; consumer c owns
 // output columns n0 + 64 c .. + 63 of the CTA's tile_n(CG) columns.
@@ -32,6 +34,24 @@ constexpr bool has_tile(int cg, int bt) {
   return (cg == 2 && (bt == 64 || bt == 128 || bt == 256)) || (cg == 3 && (bt == 64 || bt == 128));
 }
 
+// Stages of stage_bytes that fit beside epi_bytes of epilogue staging.
+constexpr int fit_stages(int stage_bytes, int epi_bytes) {
+  const int fit = (kSmemLimit - kReserveBytes - epi_bytes) / stage_bytes;
+  return fit < kMaxStages ? fit : kMaxStages;
+}
+
+// Token rows of the epilogue staging tile (per consumer warpgroup, 128 B per
+// row): all BT when kMinStages stages fit beside a (BT, 64) tile, else the
+// largest of BT / 2, BT / 4, ... (>= 64) that lets them fit; the epilogue then
+// stores the tile in BT / rows passes through the one staging tile. Only int8
+// needs it: at BT = 256 its (256, 64) tiles leave room for three k64 stages,
+// at BT = 128 for three k128 stages.
+constexpr int epi_rows(int bt, int cg, int stage_bytes) {
+  for (int rows = bt; rows >= 64; rows /= 2)
+    if (fit_stages(stage_bytes, cg * rows * 128) >= kMinStages) return rows;
+  return bt;
+}
+
 template <int BITS, int BT, int KS, int CG = 2>
 struct Layout {
   static_assert(has_tile(CG, BT), "token tile");
@@ -43,12 +63,12 @@ struct Layout {
   static constexpr int kSRowBytes = kTileN * 2;            // one staged scale row: kTileN 16-bit columns
   static constexpr int kSBytes = 2 * KS * kSRowBytes;      // (2 KS rows: group 32, kTileN columns) 16-bit
   static constexpr int kStageBytes = kXBytes + kWBytes + 2 * kSBytes;
-  static constexpr int kEpiBytes = CG * BT * 128;          // (CG warpgroups, BT, 64) 16-bit
-  static constexpr int kReserve = 1024 + 2 * kMaxStages * 8;  // base alignment + barriers
-  static constexpr int kFit = (kSmemLimit - kReserve - kEpiBytes) / kStageBytes;
-  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
+  static constexpr int kEpiRows = epi_rows(BT, CG, kStageBytes);  // staged per epilogue pass
+  static constexpr int kEpiBytes = CG * kEpiRows * 128;    // (CG warpgroups, kEpiRows, 64) 16-bit
+  static constexpr int kStages = fit_stages(kStageBytes, kEpiBytes);
   static_assert(kStages >= 2, "at least a double-buffered pipeline");
-  static constexpr int kSmemBytes = kReserve + kEpiBytes + kStages * kStageBytes;
+  static_assert(BT % kEpiRows == 0 && kEpiRows % 8 == 0, "whole epilogue passes of whole 8-row swizzle atoms");
+  static constexpr int kSmemBytes = kReserveBytes + kEpiBytes + kStages * kStageBytes;
   static_assert(kSmemBytes <= kSmemLimit, "shared memory");
   // Offsets from the 1024-aligned base.
   static constexpr int kOffX = 0;
@@ -63,8 +83,9 @@ struct Layout {
 
 // k64 slices per pipeline stage (KS) of a token tile: two (k128 stages) for
 // the small tiles, whose stage carries a fixed cost that a longer stage
-// halves, where at least four k128 stages fit (int8 at BT = 128 fits three,
-// and measured 5-8% slower than its seven k64 stages at M = 128,
+// halves, where at least four k128 stages fit (int8 at BT = 128 fits four
+// with a (64, 64) epilogue staging tile, three beside a (128, 64) one: those
+// three measured 5-8% slower than its seven k64 stages at M = 128,
 // benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
 // registers have no room for a second slice's A, and for the 192-column tile:
 // at KS = 2 ptxas serialized its BT = 64 wgmmas (C7512); it seems to allocate
@@ -75,7 +96,7 @@ constexpr int slices_for() {
   if constexpr (BT > 128 || CG == 3) {
     return 1;
   } else {
-    return Layout<BITS, BT, 2, CG>::kStages >= 4 ? 2 : 1;
+    return Layout<BITS, BT, 2, CG>::kStages >= kMinStages ? 2 : 1;
   }
 }
 

@@ -52,7 +52,8 @@ namespace sm90 {
 // timed under two plans the model orders 75 right,
 // benchmarks/results/h200/2026-12-03-e/experiments/ab_cg3/fit.txt).
 // int8 has its own slice costs (twice the weight bytes and dequantization per
-// slice, k64 stages at BT 128): 1.11-1.25x int4's, fitted on the same
+// slice): 1.11-1.25x int4's, fitted (when its BT 128 tile still had k64
+// stages; k128 since 2026-12-03-g, not refitted) on the same
 // 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
 // the model named the faster of two timed int8 plans at 70 of 80 points, with
 // its own at 76.

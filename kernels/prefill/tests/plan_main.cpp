@@ -6,7 +6,7 @@
 //       -> bt m_tiles n_tiles k_stages dp_tiles splits split_tiles items grid group_m ws_x ws_partials est_ns
 //          cg tile_n
 //   layout BITS BT CG
-//       -> ks stages stage_bytes smem_bytes threads
+//       -> ks stages stage_bytes smem_bytes threads epi_rows
 // Not part of the extension (CMake skips tests/ folders).
 #include <cstdio>
 #include <iostream>
@@ -26,7 +26,7 @@ void print_layout() {
   constexpr int ks = slices_for<BITS, BT, CG>();
   static_assert(ks == slices(BITS, BT, CG), "the run-time KS is the kernel's");
   using L = Layout<BITS, BT, ks, CG>;
-  std::printf("%d %d %d %d %d\n", ks, L::kStages, L::kStageBytes, L::kSmemBytes, threads_for(CG));
+  std::printf("%d %d %d %d %d %d\n", ks, L::kStages, L::kStageBytes, L::kSmemBytes, threads_for(CG), L::kEpiRows);
 }
 
 template <int BITS>
