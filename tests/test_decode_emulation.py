@@ -197,10 +197,10 @@ def test_mirrored_constants_match_the_header(tmp_path):
 #include <cstdio>
 #include "kernels/decode/decode_config.h"
 using namespace swordfish::decode;
-int main() { std::printf("%d %lld %d\n", kFoldMaxTiles, kFoldMt2MaxWeightsPerSm, kSwapMaxM); }
+int main() { std::printf("%d %lld %d %d\n", kFoldMaxTiles, kFoldMt2MaxWeightsPerSm, kSwapMaxM, kSwapRunsMinM); }
 """
     got = host_cxx.run(tmp_path, program, "decode_config.h").split()
-    assert got == [str(FOLD_MAX_TILES), str(FOLD_MT2_MAX_WEIGHTS_PER_SM), str(SWAP_MAX_M)]
+    assert got == [str(FOLD_MAX_TILES), str(FOLD_MT2_MAX_WEIGHTS_PER_SM), str(SWAP_MAX_M), str(SWAP_RUNS_MIN_M)]
 
 
 def swizzle_128(o: int) -> int:
@@ -345,6 +345,36 @@ def _red_row_runs(y, rows, col0, w, M):
             for i, (v0, v1) in enumerate((*run[0], *run[1])):  # four packed pairs: columns c0 .. c0 + 7
                 y[r, c0 + 2 * i] += v0
                 y[r, c0 + 2 * i + 1] += v1
+
+
+def _swap_runs(y, acc, col0, M):
+    """swap_kernel's atomic flush from M = kSwapRunsMinM: lane (g, t) packs column 8 r + g (r = 2 m + h:
+    acc[m][2h], acc[m][2h + 1], tokens 2t, 2t + 1), detail::transpose_runs exchanges the words in three
+    butterfly rounds (lane ^ 4, ^ 8, ^ 16) exactly as the kernel does, and each lane adds run g
+    (columns 8 g .. 8 g + 7) of each of its tokens that exist."""
+    w = [[(acc[r >> 1, lane, 2 * (r & 1)].item(), acc[r >> 1, lane, 2 * (r & 1) + 1].item()) for r in range(8)]
+         for lane in range(32)]
+    for b in range(3):
+        mask = 1 << b
+        upper = [((lane >> 2) >> b) & 1 for lane in range(32)]
+        send = [[w[lane][r] if upper[lane] else w[lane][r | mask] for r in range(8)] for lane in range(32)]
+        new = [row[:] for row in w]
+        for lane in range(32):
+            for r in range(8):
+                if r & mask:
+                    continue
+                recv = send[lane ^ (4 << b)][r]
+                if upper[lane]:
+                    new[lane][r] = recv
+                else:
+                    new[lane][r | mask] = recv
+        w = new
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for k in range(2):
+            if 2 * t + k < M:
+                for r in range(8):
+                    y[2 * t + k, col0 + 8 * g + r] += w[lane][r][k]
 
 
 def _finish(mode, y, filled, partial, bias, KB, units, grid, rows_per_mgroup):
@@ -697,6 +727,7 @@ def test_shared_tile_copies_land_once_and_read_back_conflict_free(bits, MT):
 # (rows = output columns), up to 8 tokens as the n8 B operand.
 
 SWAP_MAX_M = 8  # decode_config.h kSwapMaxM (the launcher takes swap_kernel for M <= 8)
+SWAP_RUNS_MIN_M = 5  # decode_config.h kSwapRunsMinM (its atomic flush adds 16-byte runs from this M)
 
 
 def _a_matrix(a: torch.Tensor) -> torch.Tensor:
@@ -910,7 +941,12 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
                         raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
                         xsum.zero_()
                 seg_left -= 1
-                if seg_left == 0:
+                if seg_left == 0 and mode == "atomic" and M >= SWAP_RUNS_MIN_M:
+                    _swap_runs(y, acc, (4 * c_q + warp) * 64, M)
+                    acc.zero_()
+                    c_q += 1
+                    seg_left = min(KB, n - it - 1)
+                elif seg_left == 0:
                     tok = 2 * t + odd.long()
                     colv = (4 * c_q + warp) * 64 + (g & ~1)
                     for m in range(4):

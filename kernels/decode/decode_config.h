@@ -161,6 +161,11 @@ static_assert(shared_stage_layout(8, 1, false).warp_offset % 1024 == 0 && kUnitB
 // ---- swapped-operand kernels (decode_swap.cuh, M <= kSwapMaxM): y^T = W x^T
 // with the weight as the m16 A operand and up to 8 tokens as the n8 B operand.
 inline constexpr int kSwapMaxM = 8;
+// M from which swap_kernel's atomic flush adds 16-byte runs (detail::transpose_runs: 12 shuffles per
+// lane, two 16-byte reductions per lane instead of eight 4-byte ones). Below it the shuffles cost more
+// than the atomics they save (measured 1.00-1.03x the time at M = 1-4, 0.93-0.97x at M = 8 on 8B qkv /
+// o / down: benchmarks/results/h200/2026-12-03-e/experiments/ab_swap_runs/).
+inline constexpr int kSwapRunsMinM = 5;
 // Launcher switch: false keeps every M on the kernels above.
 inline constexpr bool kSwapEnabled = true;
 

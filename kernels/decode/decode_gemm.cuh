@@ -153,6 +153,30 @@ SF_DEVICE void red_row_runs(uint16_t* row, const uint32_t (&w)[8], int t, bool r
   }
 }
 
+// An 8 x 8 transpose of packed words across the eight lanes of one t (lane
+// bits 2-4, g = lane / 4) in three butterfly rounds (lane ^ 4, ^ 8, ^ 16; four
+// shuffles each): on entry lane g holds w[r] = element g of run r, on exit
+// w[r] = element r of run g. swap_kernel's atomic flush: element = column,
+// run = 8 consecutive columns, so a lane ends with one whole 16-byte run per
+// token. All 32 lanes call it.
+SF_DEVICE void transpose_runs(uint32_t (&w)[8], int g) {
+#pragma unroll
+  for (int b = 0; b < 3; ++b) {
+    const int mask = 1 << b;
+    const bool upper = ((g >> b) & 1) != 0;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      if (r & mask) continue;
+      const uint32_t recv = ptx::shfl_xor_u32(upper ? w[r] : w[r | mask], 4 << b);
+      if (upper) {
+        w[r] = recv;
+      } else {
+        w[r | mask] = recv;
+      }
+    }
+  }
+}
+
 // The scales of the eight fragment columns of this lane, 8 c + g (c = 0..7,
 // g = lane / 4: tile c of the B-operand kernels, A row g of m16 tile c / 2 in
 // swap_kernel), from one staged scale row (64 columns, 128 bytes at `row`),

@@ -30,7 +30,10 @@
 // detail::expand_row already broadcasts (tile c of the B-operand kernels).
 // Epilogue: one shfl.bfly (lane ^ 4, the adjacent column) turns the token pair
 // of one column into a column pair of one token (even g keeps token 2t, odd g
-// token 2t + 1), for the same packed-pair red.global / stores.
+// token 2t + 1), for the same packed-pair red.global / stores. From M =
+// kSwapRunsMinM the atomic mode instead transposes the packed token pairs
+// across the eight lanes of one t (detail::transpose_runs) and adds one
+// 16-byte run of eight columns per token.
 #pragma once
 
 #include <cstdint>
@@ -234,9 +237,31 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   // lane shuffles first (converged), then the lanes whose token exists write.
   auto flush = [&](int q) {
     const int g = lane >> 2, t = lane & 3;
+    const int col0 = (4 * q + warp) * format::kBlockN;
+    if (p.mode == kModeAtomic && p.M >= kSwapRunsMinM) {
+      // Column 8 r + g (r = 2 m + h) packed as (token 2t, token 2t + 1); after the transpose lane
+      // (g, t) holds columns 8 g .. 8 g + 7 of both tokens: one 16-byte reduction per token.
+      uint32_t w[8];
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) w[2 * m + h] = detail::pack<BF16>(acc[m][2 * h], acc[m][2 * h + 1]);
+      detail::clear(acc);
+      detail::transpose_runs(w, g);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int tok = 2 * t + k;
+        if (tok >= p.M) continue;
+        const uint32_t sel = k ? 0x7632u : 0x5410u;  // the hi (token 2t + 1) or lo (token 2t) halves
+        const uint4 run = make_uint4(ptx::prmt(w[0], w[1], sel), ptx::prmt(w[2], w[3], sel),
+                                     ptx::prmt(w[4], w[5], sel), ptx::prmt(w[6], w[7], sel));
+        detail::red_run<BF16>(p.y + static_cast<long long>(tok) * p.N + col0 + 8 * g, run);
+      }
+      return;
+    }
     const bool odd = g & 1;
     const int tok = 2 * t + (odd ? 1 : 0);
-    const int col = (4 * q + warp) * format::kBlockN + (g & ~1);
+    const int col = col0 + (g & ~1);
     float v[4][2][2];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
