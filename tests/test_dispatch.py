@@ -53,7 +53,8 @@ class Tables:
         keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order")
         return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
                 "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:9])), "decode": dict(zip(keys, v[9:14])),
-                "decode_max_m_int8": v[14], "small_kn": v[15], "small_max_m": v[16], "small_max_m_int8": v[17]}
+                "decode_max_m_int8": v[14], "small_kn": v[15], "small_max_m": v[16], "small_max_m_int8": v[17],
+                "small_k_heavy_max_m_int8": v[18]}
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +162,8 @@ def test_no_prefill_boundaries(tables, cc, sms, bits, shape, act):
 def decode_limit(t: dict, bits: int, K: int, N: int) -> int:
     """The largest M decode keeps against prefill (heuristics::decode_max_m)."""
     if K * N <= t["small_kn"]:
+        if bits == 8 and K >= 2 * N and t["small_k_heavy_max_m_int8"] != -1:
+            return t["small_k_heavy_max_m_int8"]
         return t["small_max_m_int8"] if bits == 8 and t["small_max_m_int8"] != -1 else t["small_max_m"]
     return t["decode_max_m_int8"] if bits == 8 and t["decode_max_m_int8"] != -1 else t["decode_max_m"]
 
@@ -189,6 +192,9 @@ def test_sm90_small_layer_rule(tables):
     t = tables.table(SM90)
     assert t["small_kn"] == 4096 * 14336
     assert t["small_max_m"] > t["decode_max_m"] and t["small_max_m_int8"] >= t["small_max_m"]
+    # int8 on a small K-heavy layer (8B down) crosses where int4 does, the other small layers later
+    assert t["small_k_heavy_max_m_int8"] == t["small_max_m"] < t["small_max_m_int8"]
+    assert decode_limit(t, 8, 14336, 4096) == t["small_max_m"] and decode_limit(t, 8, 4096, 14336) == t["small_max_m_int8"]
     # one weight row either side of the bound, both bit widths, at the limit and one past it
     for K, N, small in ((4096, 14336, True), (4096, 14336 + 128, False), (14336, 4096, True),
                         (8192, 7168, True), (8192, 7168 + 128, False), (8192, 8192, False)):
@@ -202,7 +208,7 @@ def test_sm90_small_layer_rule(tables):
 def test_other_tables_have_no_refinements(tables):
     for cc in (SM100, THOR, ADA):
         t = tables.table(cc)
-        assert t["decode_max_m_int8"] == -1 and t["small_kn"] == 0
+        assert t["decode_max_m_int8"] == -1 and t["small_kn"] == 0 and t["small_k_heavy_max_m_int8"] == -1
 
 
 def test_sm90_table_is_marked_provisional_until_measured(tables):

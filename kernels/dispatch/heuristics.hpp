@@ -14,7 +14,7 @@
 //      one against decode alone when it cannot (no prefill for the arch in this
 //      build, or a problem prefill cannot run).
 //   2. With prefill available: decode when M <= decode_max_m (per bit width,
-//      and lower for small layers where a table says so); or M <=
+//      and per layer size and K >= 2N where a table says so); or M <=
 //      decode_underfill_max_m while the prefill grid (one CTA per
 //      prefill_tile_n output columns) has fewer CTAs than the device has SMs;
 //      or K >= 2N and M <= decode_k_heavy_max_m. Otherwise prefill.
@@ -68,6 +68,7 @@ struct Table {
   long long small_kn = 0;         // K * N <= small_kn ("small" layers): decode keeps M <= small_max_m
   int small_max_m = 0;            //   (int4; int8: small_max_m_int8) instead of the values above
   int small_max_m_int8 = kSame;
+  int small_k_heavy_max_m_int8 = kSame;  // int8 on small layers with K >= 2N: this instead of small_max_m_int8
 };
 
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
@@ -84,8 +85,10 @@ constexpr int dense_from(const DenseFrom& d, const GemmProblem& p) {
 // The largest M decode keeps against prefill for p's bit width and layer size.
 constexpr int decode_max_m(const Table& t, const GemmProblem& p) {
   const bool int8 = p.bits == 8;
-  if (static_cast<long long>(p.K) * p.N <= t.small_kn)
+  if (static_cast<long long>(p.K) * p.N <= t.small_kn) {
+    if (int8 && k_heavy(p) && t.small_k_heavy_max_m_int8 != kSame) return t.small_k_heavy_max_m_int8;
     return int8 && t.small_max_m_int8 != kSame ? t.small_max_m_int8 : t.small_max_m;
+  }
   return int8 && t.decode_max_m_int8 != kSame ? t.decode_max_m_int8 : t.decode_max_m;
 }
 

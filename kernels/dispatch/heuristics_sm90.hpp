@@ -23,7 +23,7 @@ inline constexpr Table kSm90 = {
     "sm90 (H200-measured, 2026-12-03)",
     // Decode against the sm90 prefill mainloop (kernels/prefill, wgmma): decode keeps M <= 32 on
     //   large layers, and on the 8B-class layers (K * N <= 4096 * 14336) M <= 48 (int4) and
-    //   M <= 64 (int8): the refinements at the end of this table.
+    //   M <= 64 (int8; 48 on the K-heavy one, 8B down): the refinements at the end of this table.
     // measured: benchmarks/results/h200/2026-12-03-d/ (build 44541dd, after gemm_kernel's 16-byte
     //   atomic runs; prefill as in 2026-12-02-g): python benchmarks/bench_dispatch.py --bits 4 8
     //   --m 1,16,24,32,40,48,56,64,72,80,96,128,...,8192 --rounds 5. Decode / prefill time per
@@ -106,11 +106,17 @@ inline constexpr Table kSm90 = {
     /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,
                                   /*act_order=*/208},
     // measured (see decode_max_m above): int8 crosses where int4 does on the large layers; the
-    // 8B-class layers (K * N <= 4096 * 14336) keep decode through M = 48 (int4) and M = 64 (int8).
+    // 8B-class layers (K * N <= 4096 * 14336) keep decode through M = 48 (int4) and M = 64 (int8),
+    // except int8 on a K-heavy one (K >= 2N: 8B down), which crosses at 48 like int4: its decode /
+    // prefill time at M = 48 / 56 / 64 read 0.97 / 1.10 / 1.12 (2026-12-03-d), at 56 / 64 1.08-1.09
+    // (2026-12-03-e) and at 64 1.11 (2026-12-03-g call 4), where 8B qkv and o stayed below 0.95.
+    // table_verdict.py int8 with this refinement: 164/168 on 2026-12-03-d (162 without), 165/168 on
+    // 2026-12-03-e (163), 56/56 on 2026-12-03-g call 4 (55).
     /*decode_max_m_int8=*/kSame,
     /*small_kn=*/4096LL * 14336,
     /*small_max_m=*/48,
     /*small_max_m_int8=*/64,
+    /*small_k_heavy_max_m_int8=*/48,
 };
 
 }  // namespace heuristics

@@ -8,7 +8,8 @@
 //       -> name|decode_max_m decode_underfill_max_m prefill_tile_n decode_k_heavy_max_m
 //          fused: int4 int4_k_heavy int8 int8_k_heavy act_order
 //          decode: int4 int4_k_heavy int8 int8_k_heavy act_order   (kNever printed as -1)
-//          decode_max_m_int8 small_kn small_max_m small_max_m_int8  (kSame printed as -1)
+//          decode_max_m_int8 small_kn small_max_m small_max_m_int8 small_k_heavy_max_m_int8
+//          (kSame printed as -1)
 // Not part of the extension (CMake skips tests/ folders).
 #include <climits>
 #include <cstdio>
@@ -60,7 +61,8 @@ int main() {
                   t.decode_k_heavy_max_m);
       print_dense(t.dense_vs_fused);
       print_dense(t.dense_vs_decode);
-      std::printf(" %d %lld %d %d", t.decode_max_m_int8, t.small_kn, t.small_max_m, t.small_max_m_int8);
+      std::printf(" %d %lld %d %d %d", t.decode_max_m_int8, t.small_kn, t.small_max_m, t.small_max_m_int8,
+                  t.small_k_heavy_max_m_int8);
       std::printf("\n");
     } else if (!cmd.empty()) {
       std::printf("error: unknown command '%s'\n", cmd.c_str());
