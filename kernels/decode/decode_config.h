@@ -163,8 +163,9 @@ static_assert(shared_stage_layout(8, 1, false).warp_offset % 1024 == 0 && kUnitB
 inline constexpr int kSwapMaxM = 8;
 // M from which swap_kernel's atomic flush adds 16-byte runs (detail::transpose_runs: 12 shuffles per
 // lane, two 16-byte reductions per lane instead of eight 4-byte ones). Below it the shuffles cost more
-// than the atomics they save (measured 1.00-1.03x the time at M = 1-4, 0.93-0.97x at M = 8 on 8B qkv /
-// o / down: benchmarks/results/h200/2026-12-03-e/experiments/ab_swap_runs/).
+// than the atomics they save (runs at every M: 1.00-1.03x the time at M = 1-4, 2026-12-03-e
+// experiments/ab_swap_runs/); from it they pay: 0.88-0.98x on int4 8B qkv / o / down at M = 5-8, the
+// large layers unchanged (benchmarks/results/h200/2026-12-03-g/, call 3).
 inline constexpr int kSwapRunsMinM = 5;
 // Launcher switch: false keeps every M on the kernels above.
 inline constexpr bool kSwapEnabled = true;

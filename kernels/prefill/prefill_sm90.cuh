@@ -39,8 +39,9 @@
 //   SMs (data-parallel + split tail, see Params).
 // Epilogue: fp32 accumulators (+ bias) -> dtype, written into a 128-byte-
 //   swizzled (BT, 64) staging tile per warpgroup and stored with one TMA
-//   store (rows >= M are clipped by TMA); int8 at BT = 256 and at k128 stages
-//   stages half the rows at a time, in two passes, to fit a fourth stage. Split-K items write fp32 partials in
+//   store (rows >= M are clipped by TMA). int8's BT 128 and BT 256 tiles stage
+//   half the rows at a time, in two passes, to fit a fourth pipeline stage
+//   (prefill_sm90_layout.h epi_rows). Split-K items write fp32 partials in
 //   fragment order instead (coalesced float4), and reduce_kernel sums them in
 //   split order: bit-identical run to run, like everything else here.
 //
