@@ -302,7 +302,7 @@ def _cta_units(b, mode, grid, units, KB):
 
 
 def _piece(mode, b, seg, KB, units, grid):
-    """CTA b's plane for its piece of segment seg (kModePartials; decode_gemm.cuh piece_of)."""
+    """CTA b's plane for its piece of segment seg (kModePartials; decode_gemm.cuh detail::first_piece / piece_plane)."""
     return b - first_cta(seg * KB, units, grid) if mode == "partials" else 0
 
 

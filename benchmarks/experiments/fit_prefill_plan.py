@@ -10,7 +10,8 @@ faster one. The replay mirrors make_plan (an experiment, not a tool: keep it in 
 
     python benchmarks/experiments/fit_prefill_plan.py old:DIR/main_*.json fit:DIR/fit_*.json
 
-One bit width per run (the files say theirs: int8 plans with k64 stages at BT 128).
+One bit width per run. SLICES replays the current kernels' stage depths: int8 timings from before
+2026-12-03-g ran k64 stages at BT 128 and are misread by it there.
 
 Used for the constants of 2026-12-02-f (results/h200/2026-12-02-f/experiments/).
 """

@@ -3,7 +3,7 @@
 
 For each byte count (the int4 / int8 g128 weight streams of the eight Llama-3 layers, and a 4 GiB
 probe), rotating buffers so that the bytes come from HBM, graph-replayed back to back
-(swordfish_backend.bench.time_calls):
+(bench_decode.time_graph):
 
 - torch: a bf16 `sum` (the method of the 4.18 TB/s ceiling);
 - triton: a plain streaming kernel, one program per (SM x occupancy) slot, 16-byte loads, the
@@ -24,9 +24,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_decode import SHAPES, copies_for  # noqa: E402
-
-from swordfish_backend.bench import time_calls  # noqa: E402
+from bench_decode import SHAPES, copies_for, read_floor_us, time_graph  # noqa: E402
 
 
 def triton_reader():
@@ -50,8 +48,7 @@ def triton_reader():
 
 
 def time_us(calls, rounds):
-    dev = torch.cuda.current_device()
-    return statistics.median(time_calls(calls, dev)[0] for _ in range(rounds))
+    return statistics.median(time_graph(calls) for _ in range(rounds))
 
 
 def main(argv=None):
@@ -77,9 +74,9 @@ def main(argv=None):
     for label, nbytes in sizes:
         nbytes = nbytes // 64 * 64
         copies = copies_for(nbytes)
+        torch_us = read_floor_us(nbytes, copies, args.rounds)  # bench_decode.py --read-floor's method
         bufs = [torch.randint(-2**31, 2**31 - 1, (nbytes // 4,), device="cuda", dtype=torch.int32)
                 for _ in range(copies)]
-        torch_us = time_us([b.view(torch.bfloat16).sum for b in bufs], args.rounds)
         best = None
         for per_sm in (2, 4, 8, 16):
             grid = sms * per_sm

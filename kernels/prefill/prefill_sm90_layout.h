@@ -104,8 +104,8 @@ constexpr int slices_for() {
 template <int BITS>
 constexpr int slices_bits(int cg, int bt) {
   if (!has_tile(cg, bt)) return 0;
-  if (bt == 256) return 1;
-  if (cg == 2) return bt == 64 ? slices_for<BITS, 64, 2>() : slices_for<BITS, 128, 2>();
+  if (cg == 2)
+    return bt == 64 ? slices_for<BITS, 64, 2>() : bt == 128 ? slices_for<BITS, 128, 2>() : slices_for<BITS, 256, 2>();
   return bt == 64 ? slices_for<BITS, 64, 3>() : slices_for<BITS, 128, 3>();
 }
 constexpr int slices(int bits, int bt, int cg = 2) {

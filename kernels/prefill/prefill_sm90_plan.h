@@ -154,7 +154,6 @@ inline Plan make_plan(const GemmProblem& p) {
       }
     }
   }
-  const int n_tiles = best.n_tiles;
   // Raster band: the resident tiles (about G of them) span a m tiles x G / a
   // n tiles, touching a x slabs of bt * K * 2 bytes and G / a weight columns
   // of tile_n * K * bits / 8 bytes; the sum is smallest at
@@ -166,7 +165,7 @@ inline Plan make_plan(const GemmProblem& p) {
     if (g > best.m_tiles) g = best.m_tiles;
     best.group_m = g;
   }
-  const long long tiles = static_cast<long long>(best.m_tiles) * n_tiles;
+  const long long tiles = static_cast<long long>(best.m_tiles) * best.n_tiles;
   best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
   const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
   best.items = static_cast<int>(items);
