@@ -155,3 +155,21 @@ def test_the_refit_script_replays_this_planner(planner):
                    for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
         for (M, K, N, *_), t in zip(queries, planner.plans(queries)):
             assert fit.plan(K, N, M, fit.MODELS[model], bits) == (t["bt"], t["splits"], t["cg"]), (bits, M, K, N, t)
+
+
+def test_the_refit_script_reads_only_prefill_rows(tmp_path):
+    """A `swordfish bench --paths prefill,cublas` file holds cuBLAS rows beside the prefill ones: the refit
+    must time plans from the prefill rows alone."""
+    pytest.importorskip("numpy")
+    import json
+
+    import repo_scripts
+
+    fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
+    row = {"model": "llama-3-8b", "layer": "qkv", "M": 512, "status": "ok"}
+    data = {"config": {"bits": 4}, "rows": [dict(row, impl="prefill", path="prefill", us=40.0),
+                                            dict(row, impl="cublas", path=None, us=30.0),
+                                            dict(row, impl="prefill", path="prefill", us=None, status="error")]}
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    times = fit.timings([("fit", str(tmp_path / "t.json"))])
+    assert list(times.values()) == [40000.0]

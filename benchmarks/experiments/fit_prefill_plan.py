@@ -94,6 +94,8 @@ def timings(specs):
             data = json.load(open(path))
             bits = data["config"]["bits"]
             for row in data["rows"]:
+                if row.get("impl", "prefill") != "prefill" or row.get("status", "ok") != "ok":
+                    continue  # a file timed with --paths prefill,cublas holds cuBLAS rows too
                 K, N = SHAPES[(row["model"], row["layer"])]
                 key = (row["model"], row["layer"], row["M"], *plan(K, N, row["M"], MODELS[model], bits), bits)
                 times[key] = min(times.get(key, math.inf), row["us"] * 1e3)
