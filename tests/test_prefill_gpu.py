@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs an sm90 (H100/H200) device and the compiled extension",
 )
 
-from test_decode_gpu import UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x, format_cases, format_weight  # noqa: E402
+from test_decode_gpu import (  # noqa: E402
+    PATH_DECODE, UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x, format_cases, format_weight)
 
 PATH_PREFILL = 3
 # The issue's list, plus the M below 64 the sm90 table hands to prefill (from 33 on large layers, 49
@@ -198,6 +199,46 @@ def test_wide_tile_formats(bits, dtype, group, zeros, act_order):
     x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
     _ran_prefill()
+
+
+# ----------------------------------------------------------------------------- the act-order gather
+
+
+def _sms() -> int:
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+@pytest.mark.parametrize("K", [4096, 49280], ids=["staged_row", "row_too_long"])
+def test_act_order_gather(K):
+    """decode::gather_columns: from M = the SM count, rows of up to kGatherMaxSmem / 2 columns go through
+    gather_kernel (a row staged in shared memory); fewer rows, or longer ones (K = 49280 > 49152), through
+    decode's prep kernel."""
+    w = Weight(bits=4, K=K, N=128, group=128, channelwise=False, zeros=False, act_order=True,
+               dtype=torch.bfloat16, seed=K)
+    for M in (64, _sms() + 7):
+        x, bias = _x(M, K, w.dtype, K + M), _bias(w.N, w.dtype, M)
+        _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w), f"K={K} M={M}")
+        _ran_prefill()
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("rows", ["few", "per_sm"])
+@pytest.mark.parametrize("path", [PATH_DECODE, PATH_PREFILL], ids=["decode", "prefill"])
+def test_act_order_perm_outside_k_reads_nothing_out_of_bounds(path, rows):
+    """perm must be a permutation of [0, K) (device data: not checked per call). An entry outside it
+    gathers a zero activation column instead of reading outside x (memcheck watches this case), so the
+    packed rows it names contribute nothing. Both gathers: prep_kernel (few rows), and on the prefill
+    path gather_kernel (M >= the SM count)."""
+    w = Weight(bits=4, K=1024, N=256, group=128, channelwise=False, zeros=False, act_order=True,
+               dtype=torch.bfloat16, seed=31)
+    bad = w.perm.clone()
+    bad[5], bad[700] = w.K + 100000, -3
+    x = _x(5 if rows == "few" else _sms() + 3, w.K, w.dtype, 32)
+    _poison(x.shape[0] * w.N, x.dtype)
+    y = ops.gemm(x, w.packed, w.scales, w.zeros, bad, None, w.bits, w.group, False, path, 1)
+    xs = x.to(torch.float64)[:, bad.long().clamp(0, w.K - 1)]
+    xs[:, [5, 700]] = 0
+    _check(y, xs @ w.w_sorted, _tol(w))  # deterministic mode on both paths: one rounding
 
 
 # ----------------------------------------------------------------------------- exactness, determinism, graphs
