@@ -50,11 +50,11 @@ class Tables:
     def table(self, cc) -> dict:
         name, values = self.ask([f"table {cc[0]} {cc[1]}"])[0].split("|")
         v = [int(x) for x in values.split()]
-        keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order")
+        keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order", "act_order_large")
         return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
-                "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:9])), "decode": dict(zip(keys, v[9:14])),
-                "decode_max_m_int8": v[14], "small_kn": v[15], "small_max_m": v[16], "small_max_m_int8": v[17],
-                "small_k_heavy_max_m_int8": v[18]}
+                "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:10])), "decode": dict(zip(keys, v[10:16])),
+                "decode_max_m_int8": v[16], "small_kn": v[17], "small_max_m": v[18], "small_max_m_int8": v[19],
+                "small_k_heavy_max_m_int8": v[20]}
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +68,7 @@ B200_SMS, H200_SMS, THOR_SMS = 148, 132, 20
 
 # Llama-3 shapes: (K, N)
 O_8B, QKV_8B, GATE_UP_8B, DOWN_8B = (4096, 4096), (4096, 6144), (4096, 28672), (14336, 4096)
+QKV_70B, DOWN_70B = (8192, 10240), (28672, 8192)
 
 
 # ------------------------------------------------------- the write-up's rules (sm100, future prefill)
@@ -136,8 +137,9 @@ def threshold(t: dict, bits: int, K: int, N: int, act: bool, which: str = "decod
     heavy = K >= 2 * N
     m = d[("int4" if bits == 4 else "int8") + ("_k_heavy" if heavy else "")]
     m = float("inf") if m == NEVER else m
-    if act and N <= 2 * K and d["act_order"] != NEVER:
-        m = min(m, d["act_order"])
+    if act and N <= 2 * K:
+        a = d["act_order_large"] if K * N > t["small_kn"] and d["act_order_large"] != -1 else d["act_order"]
+        m = min(m, a) if a != NEVER else m
     return m
 
 
@@ -168,7 +170,8 @@ def decode_limit(t: dict, bits: int, K: int, N: int) -> int:
     return t["decode_max_m_int8"] if bits == 8 and t["decode_max_m_int8"] != -1 else t["decode_max_m"]
 
 
-@pytest.mark.parametrize("bits, shape, act", CASES + [(4, QKV_8B, False), (8, QKV_8B, False)])
+@pytest.mark.parametrize("bits, shape, act", CASES + [(4, QKV_8B, False), (8, QKV_8B, False), (4, QKV_70B, True),
+                                                     (8, DOWN_70B, True)])
 def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
     """H200 with prefill: decode through its limit (by bits, lower on small layers), prefill up to the
     fused dense threshold, dense from it; the underfill and K-heavy rules are measured away (0)."""
@@ -205,10 +208,24 @@ def test_sm90_small_layer_rule(tables):
             assert tables.choose(SM90, H200_SMS, want + 1, K, N, bits, prefill=True) == PREFILL
 
 
+def test_sm90_act_order_goes_dense_later_on_large_layers(tables):
+    """With the row-staged gather, act-order prefill holds on to the 70B-class layers (K * N above the
+    small-layer bound) until M = 4096, the 8B-class ones until 2048 (N <= 2K in both)."""
+    t = tables.table(SM90)
+    assert t["fused"]["act_order"] == 2048 and t["fused"]["act_order_large"] == 4096
+    for (K, N), m0 in ((O_8B, 2048), (DOWN_8B, 2048), (QKV_70B, 4096), ((8192, 8192), 4096), (DOWN_70B, 4096)):
+        assert tables.choose(SM90, H200_SMS, m0 - 1, K, N, 4, act=True, prefill=True) == PREFILL, (K, N)
+        assert tables.choose(SM90, H200_SMS, m0, K, N, 4, act=True, prefill=True) == DENSE, (K, N)
+    # the bound is the small-layer one: 128 output columns past 14336 x 4096 (8B down) is large
+    assert tables.choose(SM90, H200_SMS, 2048, 14336, 4096, 4, act=True, prefill=True) == DENSE
+    assert tables.choose(SM90, H200_SMS, 2048, 14336, 4096 + 128, 4, act=True, prefill=True) == PREFILL
+
+
 def test_other_tables_have_no_refinements(tables):
     for cc in (SM100, THOR, ADA):
         t = tables.table(cc)
         assert t["decode_max_m_int8"] == -1 and t["small_kn"] == 0 and t["small_k_heavy_max_m_int8"] == -1
+        assert t["fused"]["act_order_large"] == -1 and t["decode"]["act_order_large"] == -1
 
 
 def test_sm90_table_is_marked_provisional_until_measured(tables):

@@ -9,7 +9,8 @@
 // The decision, in order:
 //   1. Dense tier, when it can run the problem and M reaches the table's
 //      threshold for (bits, K-heavy) or, with act-order and N <= 2K, the
-//      act-order threshold, whichever is lower. Two sets of thresholds: one
+//      act-order threshold (per layer size where a table says so), whichever
+//      is lower. Two sets of thresholds: one
 //      against the fused paths when the prefill mainloop can run the problem,
 //      one against decode alone when it cannot (no prefill for the arch in this
 //      build, or a problem prefill cannot run).
@@ -43,6 +44,8 @@ struct Availability {
   bool prefill = false;
 };
 
+inline constexpr int kSame = -1;  // a refinement that defers to the general value
+
 // Dense-tier thresholds: the smallest M that goes dense.
 struct DenseFrom {
   int int4 = kNever;
@@ -50,9 +53,8 @@ struct DenseFrom {
   int int8 = kNever;
   int int8_k_heavy = kNever;  // K >= 2N
   int act_order = kNever;     // act-order weights with N <= 2K (either bit width)
+  int act_order_large = kSame;  // ... on layers with K * N > Table::small_kn: this instead of act_order
 };
-
-inline constexpr int kSame = -1;  // a refinement that defers to the general value
 
 struct Table {
   const char* name = "";
@@ -73,12 +75,15 @@ struct Table {
 
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
 
-// The dense threshold that applies to p under `d`.
-constexpr int dense_from(const DenseFrom& d, const GemmProblem& p) {
+// The dense threshold that applies to p under `d` (small_kn: the table's small-layer bound).
+constexpr int dense_from(const DenseFrom& d, const GemmProblem& p, long long small_kn) {
   const bool heavy = k_heavy(p);
   int m = p.bits == 4 ? (heavy ? d.int4_k_heavy : d.int4) : (heavy ? d.int8_k_heavy : d.int8);
-  const bool act_order = p.perm != nullptr;
-  if (act_order && static_cast<long long>(p.N) <= 2LL * p.K && d.act_order < m) m = d.act_order;
+  if (p.perm != nullptr && static_cast<long long>(p.N) <= 2LL * p.K) {
+    const bool large = static_cast<long long>(p.K) * p.N > small_kn;
+    const int act = large && d.act_order_large != kSame ? d.act_order_large : d.act_order;
+    if (act < m) m = act;
+  }
   return m;
 }
 
@@ -104,7 +109,7 @@ constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p) {
 // The path for p. Never kAuto. When no path can run p it returns decode, and
 // run() reports decode's reason.
 constexpr Path choose(const Table& t, const GemmProblem& p, const Availability& a) {
-  const int dense_m = dense_from(a.prefill ? t.dense_vs_fused : t.dense_vs_decode, p);
+  const int dense_m = dense_from(a.prefill ? t.dense_vs_fused : t.dense_vs_decode, p, t.small_kn);
   if (a.dense && p.M >= dense_m) return Path::kDense;
   if (a.prefill && !decode_over_prefill(t, p)) return Path::kPrefill;
   if (a.decode) return Path::kDecode;

@@ -76,12 +76,18 @@ inline constexpr Table kSm90 = {
     //   downs) behave the same.
     // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192 (2026-12-02-c);
     //   0.99-1.02 at 4096, 0.95-1.00 at 8192 (2026-12-02-e).
-    // measured: act-order 2048 (N <= 2K; --act-order sweep at M = 64, 512, 2048, 4096, 8192):
-    //   dense / prefill 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88: prefill pays
-    //   a gather pass over x (decode's per-element prep kernel) that the dense tier folds
-    //   into its dequant writes. 8B o loses up to 16% between 512 and 2048.
+    // measured: act-order (N <= 2K) 2048 on the small layers (K * N <= small_kn, below), 4096 on
+    //   the large ones: prefill pays a gather pass over x that the dense tier folds into its
+    //   dequant writes. With the row-staged gather (decode::gather_columns, 2026-12-03-h call 5:
+    //   bench_dispatch.py --bits 4 --act-order --m 256,512,1024,2048,3072,4096,8192 --paths
+    //   auto,prefill,dense,cublas --rounds 3), dense / prefill at M = 1024, 2048, 3072, 4096:
+    //   8B qkv 1.00 1.00 0.92 0.93, 8B o 1.05 0.91 0.91 0.89, 8B down 1.07 0.98 0.93 0.91;
+    //   70B qkv 1.13 1.05 1.02 0.99, 70B o 1.15 1.02 0.99 0.97, 70B down 1.16 1.03 1.00 1.02
+    //   (table_verdict.py on that sweep: 54/56 points within 3% with 2048 for every layer, 56/56
+    //   with this split). Before it (the per-element gather, 2026-12-02-c, M = 64, 512, 2048, 4096,
+    //   8192): 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88.
     /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/4096, /*int8_k_heavy=*/4096,
-                                 /*act_order=*/2048},
+                                 /*act_order=*/2048, /*act_order_large=*/4096},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, e.g. N = 2368 from Qwen2.5-7B's 18944 split 8 ways; a group prefill does not take),
     // and builds without sm_90a code.

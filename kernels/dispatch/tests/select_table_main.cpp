@@ -6,8 +6,9 @@
 //       -> the Path value heuristics::choose returns
 //   table CC_MAJOR CC_MINOR
 //       -> name|decode_max_m decode_underfill_max_m prefill_tile_n decode_k_heavy_max_m
-//          fused: int4 int4_k_heavy int8 int8_k_heavy act_order
-//          decode: int4 int4_k_heavy int8 int8_k_heavy act_order   (kNever printed as -1)
+//          fused: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large
+//          decode: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large
+//          (kNever and kSame printed as -1)
 //          decode_max_m_int8 small_kn small_max_m small_max_m_int8 small_k_heavy_max_m_int8
 //          (kSame printed as -1)
 // Not part of the extension (CMake skips tests/ folders).
@@ -28,8 +29,8 @@ const int32_t kPresent = 0;
 long long shown(int v) { return v == kNever ? -1 : v; }
 
 void print_dense(const DenseFrom& d) {
-  std::printf(" %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8), shown(d.int8_k_heavy),
-              shown(d.act_order));
+  std::printf(" %lld %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8),
+              shown(d.int8_k_heavy), shown(d.act_order), d.act_order_large == kSame ? -1LL : shown(d.act_order_large));
 }
 }  // namespace
 
