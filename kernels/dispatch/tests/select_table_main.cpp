@@ -30,7 +30,7 @@ long long shown(int v) { return v == kNever ? -1 : v; }
 
 void print_dense(const DenseFrom& d) {
   std::printf(" %lld %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8),
-              shown(d.int8_k_heavy), shown(d.act_order), d.act_order_large == kSame ? -1LL : shown(d.act_order_large));
+              shown(d.int8_k_heavy), shown(d.act_order), shown(d.act_order_large));  // kSame is -1 already
 }
 }  // namespace
 
