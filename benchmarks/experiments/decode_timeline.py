@@ -2,6 +2,10 @@
 """Where the decode path's time per call goes: a kernel timeline of CUDA-graph replays.
 
     python benchmarks/experiments/decode_timeline.py --shapes 8b_qkv 70b_gate_up --M 1 16
+    python benchmarks/experiments/decode_timeline.py --path prefill --shapes 8b_qkv --M 64 512
+
+`--path prefill` times the sm90 prefill path the same way (its gemm, split-K reduce and act-order
+gather kernels), e.g. to see where a split plan's extra time goes (docs/PREFILL.md).
 
 Captures the same graph `bench_decode.py` times (back-to-back calls on rotating weight
 copies), replays it under torch.profiler (CUPTI records every kernel of a replay) and prints,
@@ -35,7 +39,7 @@ HBM_TBPS = 4.18
 
 
 def short(name: str) -> str:
-    for key in ("prep_kernel", "reduce_kernel", "swap_kernel", "gemm_kernel", "dequant"):
+    for key in ("prep_kernel", "gather_kernel", "reduce_kernel", "swap_kernel", "gemm_kernel", "dequant"):
         if key in name:
             return key.replace("_kernel", "")
     return "cublas:" + name.split("(")[0].split("<")[0][-28:]
@@ -82,7 +86,8 @@ def main(argv=None):
     ap.add_argument("--bits", type=int, default=4)
     ap.add_argument("--replays", type=int, default=3)
     ap.add_argument("--calls", type=int, default=48, help="calls per graph")
-    ap.add_argument("--deterministic", action="store_true", help="the decode calls in deterministic mode")
+    ap.add_argument("--path", choices=("decode", "prefill"), default="decode", help="the forced Swordfish path")
+    ap.add_argument("--deterministic", action="store_true", help="the Swordfish calls in deterministic mode")
     ap.add_argument("--no-cublas", action="store_true")
     ap.add_argument("--out", help="JSON output")
     args = ap.parse_args(argv)
@@ -101,10 +106,11 @@ def main(argv=None):
                                            for _ in range(copies_for(K * N * 2))]
         for M in args.M:
             x = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
+            path_id = PATH_DECODE if args.path == "decode" else ops.PATH_PREFILL
             runs = {
-                "decode": ([lambda p=p, s=s: ops.gemm(x, p, s, None, None, None, args.bits, 128, False, PATH_DECODE,
-                                                          int(args.deterministic))
-                            for p, s, _ in copies], wbytes),
+                args.path: ([lambda p=p, s=s: ops.gemm(x, p, s, None, None, None, args.bits, 128, False, path_id,
+                                                           int(args.deterministic))
+                             for p, s, _ in copies], wbytes),
             }
             if dense:
                 runs["cublas"] = ([lambda w=w: F.linear(x, w) for w in dense], K * N * 2)
