@@ -53,7 +53,9 @@ namespace sm90 {
 // benchmarks/results/h200/2026-12-03-e/experiments/ab_cg3/fit.txt).
 // int8 has its own slice costs (twice the weight bytes and dequantization per
 // slice): 1.11-1.25x int4's, fitted (when its BT 128 tile still had k64
-// stages; k128 since 2026-12-03-g, not refitted) on the same
+// stages; k128 since 2026-12-03-g: a refit to 450 ns moved 28 plans to
+// 0.992x with 8 of them up to 1.08x slower, so 505 stays,
+// benchmarks/results/h200/2026-12-03-h/ call 3) on the same
 // 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
 // the model named the faster of two timed int8 plans at 70 of 80 points, with
 // its own at 76.
