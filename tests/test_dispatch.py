@@ -54,7 +54,11 @@ class Tables:
         return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
                 "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:10])), "decode": dict(zip(keys, v[10:16])),
                 "decode_max_m_int8": v[16], "small_kn": v[17], "small_max_m": v[18], "small_max_m_int8": v[19],
-                "small_k_heavy_max_m_int8": v[20]}
+                "small_k_heavy_max_m_int8": v[20], "unbalanced_max_m": v[21], "min_balance": v[22] / 1000}
+
+    def balance(self, cc, sms, M, K, N, bits) -> float:
+        """The prefill plan's balance the dispatcher reads (arch_tables.hpp prefill_balance), to 1e-3."""
+        return int(self.ask([f"balance {cc[0]} {cc[1]} {sms} {M} {K} {N} {bits}"])[0]) / 1000
 
 
 @pytest.fixture(scope="module")
@@ -161,13 +165,20 @@ def test_no_prefill_boundaries(tables, cc, sms, bits, shape, act):
     assert got == want, f"{t['name']}: threshold {m0}"
 
 
-def decode_limit(t: dict, bits: int, K: int, N: int) -> int:
-    """The largest M decode keeps against prefill (heuristics::decode_max_m)."""
+def decode_limit(t: dict, bits: int, K: int, N: int, balance: float = 1.0) -> int:
+    """The largest M decode keeps against prefill (heuristics::decode_max_m, then the unbalanced-plan
+    rule: `balance` is the prefill plan's at M = unbalanced_max_m, the same at every M of one BT 64
+    tile row)."""
     if K * N <= t["small_kn"]:
         if bits == 8 and K >= 2 * N and t["small_k_heavy_max_m_int8"] != -1:
-            return t["small_k_heavy_max_m_int8"]
-        return t["small_max_m_int8"] if bits == 8 and t["small_max_m_int8"] != -1 else t["small_max_m"]
-    return t["decode_max_m_int8"] if bits == 8 and t["decode_max_m_int8"] != -1 else t["decode_max_m"]
+            m = t["small_k_heavy_max_m_int8"]
+        else:
+            m = t["small_max_m_int8"] if bits == 8 and t["small_max_m_int8"] != -1 else t["small_max_m"]
+    else:
+        m = t["decode_max_m_int8"] if bits == 8 and t["decode_max_m_int8"] != -1 else t["decode_max_m"]
+    if balance < t["min_balance"]:
+        m = max(m, t["unbalanced_max_m"])
+    return m
 
 
 @pytest.mark.parametrize("bits, shape, act", CASES + [(4, QKV_8B, False), (8, QKV_8B, False), (4, QKV_70B, True),
@@ -178,7 +189,7 @@ def test_sm90_with_prefill_boundaries(tables, bits, shape, act):
     K, N = shape
     t = tables.table(SM90)
     assert t["decode_underfill_max_m"] == 0 and t["decode_k_heavy_max_m"] == 0
-    d = decode_limit(t, bits, K, N)
+    d = decode_limit(t, bits, K, N, tables.balance(SM90, H200_SMS, t["unbalanced_max_m"], K, N, bits))
     m0 = threshold(t, bits, K, N, act, which="fused")
     axis = sorted(set(M_AXIS) | {d - 1, d, d + 1, m0 - 1, m0, m0 + 1})
     axis = [m for m in axis if m >= 1]
@@ -203,9 +214,31 @@ def test_sm90_small_layer_rule(tables):
                         (8192, 7168, True), (8192, 7168 + 128, False), (8192, 8192, False)):
         assert decode_limit(t, 4, K, N) == (t["small_max_m"] if small else t["decode_max_m"])
         for bits in (4, 8):
-            want = decode_limit(t, bits, K, N)
+            want = decode_limit(t, bits, K, N, tables.balance(SM90, H200_SMS, t["unbalanced_max_m"], K, N, bits))
             assert tables.choose(SM90, H200_SMS, want, K, N, bits, prefill=True) == DECODE
             assert tables.choose(SM90, H200_SMS, want + 1, K, N, bits, prefill=True) == PREFILL
+
+
+def test_sm90_unbalanced_prefill_plan_keeps_decode(tables):
+    """At M = 33-48 prefill runs one BT 64 tile row, and decode keeps the large layers whose prefill
+    tiles divide poorly over the SMs (plan balance below min_balance): 70B qkv (80 tiles of 128
+    columns: split items in two rounds), 70B o; not 70B gate_up, 70B down, 8B gate_up, nor a layer
+    whose 128 tiles fill one wave (5120 x 16384)."""
+    t = tables.table(SM90)
+    assert t["unbalanced_max_m"] == 48 and t["min_balance"] == 0.8
+    for K, N, unbalanced in (((8192, 10240, True), (8192, 8192, True), (8192, 7680, True), (8192, 57344, False),
+                              (28672, 8192, False), (4096, 28672, False), (5120, 16384, False))):
+        for bits in (4, 8):
+            b = tables.balance(SM90, H200_SMS, 40, K, N, bits)
+            assert (b < t["min_balance"]) == unbalanced, (K, N, bits, b)
+            assert b == tables.balance(SM90, H200_SMS, 33, K, N, bits) == tables.balance(SM90, H200_SMS, 48, K, N, bits)
+            want = t["unbalanced_max_m"] if unbalanced else decode_limit(t, bits, K, N)
+            assert tables.choose(SM90, H200_SMS, want, K, N, bits, prefill=True) == DECODE
+            assert tables.choose(SM90, H200_SMS, want + 1, K, N, bits, prefill=True) == PREFILL
+    # The balance is the plan's: another SM count plans (and balances) differently, and an
+    # architecture without a prefill plan model reads 1.
+    assert tables.balance(SM90, 114, 40, 8192, 10240, 4) != tables.balance(SM90, H200_SMS, 40, 8192, 10240, 4)
+    assert tables.balance(SM100, B200_SMS, 40, 8192, 10240, 4) == 1.0
 
 
 def test_sm90_act_order_goes_dense_later_on_large_layers(tables):

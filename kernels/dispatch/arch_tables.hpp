@@ -5,6 +5,7 @@
 #include "kernels/dispatch/heuristics.hpp"
 #include "kernels/dispatch/heuristics_sm100.hpp"
 #include "kernels/dispatch/heuristics_sm90.hpp"
+#include "kernels/prefill/prefill_sm90_plan.h"
 
 namespace swordfish {
 namespace dispatch {
@@ -16,6 +17,14 @@ constexpr const Table& table_for(int cc_major, int cc_minor) {
   if (cc_major == 11 || (cc_major == 10 && cc_minor == 1)) return kThor;
   if (cc_major == 10) return kSm100;  // B200 (10.0), B300 (10.3)
   return kConservative;               // sm80, sm86, sm89, sm120, sm121, anything newer
+}
+
+// Availability::prefill_balance for p on its architecture: the sm90 plan's
+// balance (prefill_sm90_plan.h, Plan::balance) on compute capability 9.0, 1
+// elsewhere (no prefill plan model yet). Reads what make_plan reads.
+inline double prefill_balance(const GemmProblem& p) {
+  if (p.cc_major == 9 && p.cc_minor == 0 && p.M > 0) return prefill::sm90::make_plan(p).balance;
+  return 1.0;
 }
 
 }  // namespace heuristics

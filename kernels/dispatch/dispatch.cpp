@@ -146,6 +146,7 @@ Path select(const GemmProblem& p) {
   a.decode = ok && decode_reason(p).empty();
   a.dense = ok && dense_reason(p).empty();
   a.prefill = ok && prefill_reason(p).empty();
+  if (a.prefill) a.prefill_balance = heuristics::prefill_balance(p);
   return heuristics::choose(heuristics::table_for(p.cc_major, p.cc_minor), p, a);
 }
 

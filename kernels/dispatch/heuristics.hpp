@@ -16,7 +16,8 @@
 //      build, or a problem prefill cannot run).
 //   2. With prefill available: decode when M <= decode_max_m (per bit width,
 //      and per layer size and K >= 2N where a table says so); or M <=
-//      decode_underfill_max_m while the prefill grid (one CTA per
+//      unbalanced_max_m while the prefill plan's balance is below min_balance;
+//      or M <= decode_underfill_max_m while the prefill grid (one CTA per
 //      prefill_tile_n output columns) has fewer CTAs than the device has SMs;
 //      or K >= 2N and M <= decode_k_heavy_max_m. Otherwise prefill.
 //   3. Without prefill: decode, else whichever path can run.
@@ -42,6 +43,10 @@ struct Availability {
   bool decode = true;
   bool dense = true;
   bool prefill = false;
+  // The prefill plan's balance for the problem, when prefill can run it (arch_tables.hpp
+  // prefill_balance: the plan's work spread evenly over the SMs at its per-slice rate, over the
+  // plan's estimated time; 1 where the architecture has no plan model).
+  double prefill_balance = 1.0;
 };
 
 inline constexpr int kSame = -1;  // a refinement that defers to the general value
@@ -71,6 +76,11 @@ struct Table {
   int small_max_m = 0;            //   (int4; int8: small_max_m_int8) instead of the values above
   int small_max_m_int8 = kSame;
   int small_k_heavy_max_m_int8 = kSame;  // int8 on small layers with K >= 2N: this instead of small_max_m_int8
+  // Decode also keeps M <= unbalanced_max_m where the prefill plan's balance
+  // (Availability::prefill_balance) is below min_balance: where prefill's tiles
+  // divide poorly over the SMs. Off when unbalanced_max_m is 0.
+  int unbalanced_max_m = 0;
+  double min_balance = 0.0;
 };
 
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
@@ -98,8 +108,9 @@ constexpr int decode_max_m(const Table& t, const GemmProblem& p) {
 }
 
 // True when decode keeps p although prefill could run it.
-constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p) {
+constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p, const Availability& a) {
   if (p.M <= decode_max_m(t, p)) return true;
+  if (p.M <= t.unbalanced_max_m && a.prefill_balance < t.min_balance) return true;
   const long long prefill_ctas = (static_cast<long long>(p.N) + t.prefill_tile_n - 1) / t.prefill_tile_n;
   if (p.M <= t.decode_underfill_max_m && prefill_ctas < p.sm_count) return true;
   if (k_heavy(p) && p.M <= t.decode_k_heavy_max_m) return true;
@@ -111,7 +122,7 @@ constexpr bool decode_over_prefill(const Table& t, const GemmProblem& p) {
 constexpr Path choose(const Table& t, const GemmProblem& p, const Availability& a) {
   const int dense_m = dense_from(a.prefill ? t.dense_vs_fused : t.dense_vs_decode, p, t.small_kn);
   if (a.dense && p.M >= dense_m) return Path::kDense;
-  if (a.prefill && !decode_over_prefill(t, p)) return Path::kPrefill;
+  if (a.prefill && !decode_over_prefill(t, p, a)) return Path::kPrefill;
   if (a.decode) return Path::kDecode;
   if (a.prefill) return Path::kPrefill;
   if (a.dense) return Path::kDense;

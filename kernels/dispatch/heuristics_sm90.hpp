@@ -52,8 +52,13 @@ inline constexpr Table kSm90 = {
     //   Judged again on 2026-12-03-e/final (build 27b2d1d: the 192-column prefill tile, int8's own
     //   plan constants; decode unchanged): int4 161/168, int8 163/168, the same misses (70B qkv
     //   M = 40 / 48 decode 0.88-0.91x prefill's time, int4 8B qkv M = 56-80 0.95-0.97x, int8 8B
-    //   down M = 56 / 64 1.08-1.09x). Neither a size bound nor the prefill plan's balance at one
-    //   m tile (ideal / estimated time: 70B qkv 0.68, 70B o 0.72) separates 70B qkv from 70B o.
+    //   down M = 56 / 64 1.08-1.09x). No size bound separates 70B qkv from 70B o; the prefill plan's
+    //   balance does, measured on eight more shapes (2026-12-03-i call 4): unbalanced_max_m below.
+    //   With it, table_verdict.py: 2026-12-03-i call 3 (kernels of 41e832e) int4 165/168 (163
+    //   without), int8 167/168 (165); 2026-12-03-e int4 163 (161), int8 167 (163); 2026-12-03-d
+    //   int4 164 (164: there 70B o at M = 40 / 48 read decode 1.04-1.05x prefill, 1.00-1.01x since),
+    //   int8 166 (164). Left: int4 8B qkv M = 56-96 (prefill 1.02-1.06x decode's time; 8B o, as
+    //   unbalanced, is 1.07-1.10x faster on prefill there) and int8 8B gate_up M = 40 / 48 (1.02-1.04x).
     //   History: 2026-12-03 (f6708ca) crossed the small layers at 24-32 and the large at 32-40;
     //   gemm_kernel's 16-byte atomic runs (663b98b, 0.64-0.88x the time on the small layers at
     //   M = 16-64) moved the 8B-class crossovers up.
@@ -123,6 +128,24 @@ inline constexpr Table kSm90 = {
     /*small_max_m=*/48,
     /*small_max_m_int8=*/64,
     /*small_k_heavy_max_m_int8=*/48,
+    // measured: decode keeps M <= 48 where the prefill plan's balance (Plan::balance: its tiles'
+    //   work spread evenly over the SMs, over its estimated time) is below 0.8. At M = 33-48 prefill
+    //   runs one BT 64 tile row, and how its N / 128 tiles divide over 132 SMs decides it: decode /
+    //   prefill time at M = 33 / 40 / 48, int4 (int8), against the balance at M = 40
+    //   (benchmarks/results/h200/2026-12-03-i/ call 4: swordfish bench --shapes ... --m 33,40,48,56
+    //   --paths decode,prefill, 3 interleaved rounds, minimum):
+    //     8192 x 7680  0.68: 0.89 0.88 0.89 (0.92 0.91 0.92)   8192 x 10240 0.68: 0.86 0.86 0.89 (0.91 0.86 0.92)
+    //     8192 x 8192  0.72: 0.98 0.97 0.98 (0.98 1.00 1.01)   6144 x 12288 0.72: 0.94 0.92 0.94 (1.01 0.97 0.98)
+    //     8192 x 12288 0.73: 0.93 0.91 0.93 (0.97 0.99 1.05)   8192 x 17408 0.81: 0.93 0.99 0.97 (0.87 0.90 0.95)
+    //     8192 x 14336 0.85: 1.02 0.99 1.05 (1.01 0.98 1.03)   5120 x 16384 0.96: 1.24 1.24 1.21 (1.14 1.09 1.21)
+    //   and from the sweeps (2026-12-03-d, -e, -i call 3) 70B gate_up (0.94) 1.12-1.13, 70B down (0.88)
+    //   1.10-1.13, 8B gate_up (0.84) 1.07-1.08 at M = 40 / 48. Below 0.8 decode is ahead or tied,
+    //   above it prefill is, except int8 on 8192 x 17408 (0.83, decode 0.87-0.95x) and 8B gate_up
+    //   (0.84, decode 0.96-0.98x). At M = 56 decode's next regime (Stream-K over four m16 tiles)
+    //   loses everywhere (1.03-1.56). The plan's balance is int8's own (its slice constants).
+    //   table_verdict.py with this rule: the note at decode_max_m.
+    /*unbalanced_max_m=*/48,
+    /*min_balance=*/0.8,
 };
 
 }  // namespace heuristics

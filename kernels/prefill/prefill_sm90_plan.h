@@ -92,6 +92,8 @@ struct Plan {
   int grid = 0;                    // min(items, G)
   int group_m = 1;                 // raster band, in m tiles
   double est_ns = 0;               // the cost model's time
+  double balance = 0;              // the tiles' slices at this plan's rate spread evenly over the SMs,
+                                   // over est_ns (1: perfect; the dispatcher's unbalanced_max_m reads it)
   size_t ws_x = 0, ws_partials = 0;  // workspace bytes: gathered x (act-order), fp32 partials
 
   int tile_n() const { return sm90::tile_n(cg); }
@@ -168,6 +170,8 @@ inline Plan make_plan(const GemmProblem& p) {
     best.group_m = g;
   }
   const long long tiles = static_cast<long long>(best.m_tiles) * best.n_tiles;
+  best.balance = static_cast<double>(tiles) * best.k_stages * slices(p.bits, best.bt, best.cg) *
+                 slice_ns(p.bits, best.bt, best.cg) / static_cast<double>(sms) / best.est_ns;
   best.split_tiles = static_cast<int>(tiles - best.dp_tiles);
   const long long items = best.dp_tiles + static_cast<long long>(best.split_tiles) * best.splits;
   best.items = static_cast<int>(items);

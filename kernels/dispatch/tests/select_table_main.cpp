@@ -10,7 +10,9 @@
 //          decode: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large
 //          (kNever and kSame printed as -1)
 //          decode_max_m_int8 small_kn small_max_m small_max_m_int8 small_k_heavy_max_m_int8
-//          (kSame printed as -1)
+//          (kSame printed as -1) unbalanced_max_m min_balance x 1000 (an integer)
+//   balance CC_MAJOR CC_MINOR SM_COUNT M K N BITS
+//       -> prefill_balance(p) x 1000, rounded down (what choose() compares with min_balance)
 // Not part of the extension (CMake skips tests/ folders).
 #include <climits>
 #include <cstdio>
@@ -53,6 +55,7 @@ int main() {
       a.decode = dec != 0;
       a.dense = den != 0;
       a.prefill = pre != 0;
+      if (a.prefill) a.prefill_balance = prefill_balance(p);
       std::printf("%d\n", static_cast<int>(choose(table_for(p.cc_major, p.cc_minor), p, a)));
     } else if (cmd == "table") {
       int major = 0, minor = 0;
@@ -64,7 +67,15 @@ int main() {
       print_dense(t.dense_vs_decode);
       std::printf(" %d %lld %d %d %d", t.decode_max_m_int8, t.small_kn, t.small_max_m, t.small_max_m_int8,
                   t.small_k_heavy_max_m_int8);
-      std::printf("\n");
+      std::printf(" %d %d\n", t.unbalanced_max_m, static_cast<int>(t.min_balance * 1000 + 0.5));
+    } else if (cmd == "balance") {
+      GemmProblem p;
+      in >> p.cc_major >> p.cc_minor >> p.sm_count >> p.M >> p.K >> p.N >> p.bits;
+      if (!in) {
+        std::printf("error: bad query '%s'\n", line.c_str());
+        return 2;
+      }
+      std::printf("%d\n", static_cast<int>(prefill_balance(p) * 1000));
     } else if (!cmd.empty()) {
       std::printf("error: unknown command '%s'\n", cmd.c_str());
       return 2;
