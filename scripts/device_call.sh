@@ -9,9 +9,10 @@
 #   dc_run tests 170 python -m pytest -q -n 16 -p no:cacheprovider tests -m "not perf" -rf
 #   dc_sanitize -k decode                      # memcheck / racecheck / synccheck on tests -m sanitize -k decode
 #
-# Carry [".whl", "prebuilt"]; build variants on the CPU machine (docs/CONTRIBUTING.md) and pack all
-# but prebuilt/_C.so into prebuilt/variants.tar.xz (an .so compresses ~10x; the tree and what is
-# carried must stay under 64 MiB).
+# Carry [".whl", "prebuilt"]; build variants on the CPU machine (docs/CONTRIBUTING.md) and pack them
+# into prebuilt/variants.tar.xz (an .so compresses ~10x; the tree and what is carried must stay under
+# 64 MiB, and the committed results alone are ~49 MB since 2026-12-03-i: pack main's _C.so and
+# _C_build.json into the archive too, at its top level, and carry no loose .so).
 
 dc_begin() {
   set -u
