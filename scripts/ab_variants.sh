@@ -22,8 +22,7 @@ declare -A ARGS=([prefill]="$PREFILL_ARGS" [prefill8]="$PREFILL8_ARGS" [decode]=
 BENCHES=(); for b in prefill prefill8 decode; do [ -n "${ARGS[$b]}" ] && BENCHES+=("$b") && mkdir -p "$R/$b"; done
 # shellcheck source=scripts/device_call.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_call.sh"
-# Builds carried packed (device_call.sh: the tree and the carry must stay under 64 MiB).
-[ -f prebuilt/variants.tar.xz ] && tar xJf prebuilt/variants.tar.xz -C prebuilt
+dc_unpack  # builds carried packed (device_call.sh: the tree and the carry must stay under 64 MiB)
 use() {  # dc_use, logging a variant that has no build
   dc_use "$1" && return 0
   echo "ab_variants: no build for variant $1 (prebuilt/_C.so for main, else prebuilt/$1/_C.so)" | tee -a "$R/log.txt"

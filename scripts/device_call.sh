@@ -14,9 +14,16 @@
 # 64 MiB, and the committed results alone are ~49 MB since 2026-12-03-i: pack main's _C.so and
 # _C_build.json into the archive too, at its top level, and carry no loose .so).
 
+# dc_unpack: unpack the builds carried in prebuilt/variants.tar.xz (main's at its top level, a variant V
+# under V/) into prebuilt/; nothing without the archive. dc_begin, ab_variants.sh and gpu_check.sh's
+# prebuilt stage call it.
+dc_unpack() {
+  if [ -f prebuilt/variants.tar.xz ]; then tar xJf prebuilt/variants.tar.xz -C prebuilt; fi
+}
+
 dc_begin() {
   set -u
-  if [ -f prebuilt/variants.tar.xz ]; then tar xJf prebuilt/variants.tar.xz -C prebuilt; fi
+  dc_unpack
   if compgen -G ".whl/*.whl" > /dev/null; then python3 -m pip install -q --no-index --no-deps .whl/*.whl; fi
   export PYTHONPATH="$PWD" PYTHONUNBUFFERED=1
   R=/tmp/res

@@ -62,8 +62,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
   | tee -a "$SUMMARY"
 
 if has_stage prebuilt; then
-  # A build carried packed (scripts/device_call.sh: the device's 64 MiB limit) is unpacked first.
-  [ -f prebuilt/variants.tar.xz ] && tar xJf prebuilt/variants.tar.xz -C prebuilt
+  # A build carried packed (the device's 64 MiB limit) is unpacked first.
+  # shellcheck source=scripts/device_call.sh
+  (source scripts/device_call.sh && dc_unpack)
   # A _C.so compiled on the CPU machine against torch 2.14's headers (stable
   # ABI target 2.11) and carried as prebuilt/_C.so: used instead of building here.
   [ -f prebuilt/_C_build.json ] && cp prebuilt/_C_build.json swordfish_backend/_C_build.json

@@ -19,11 +19,14 @@ constexpr const Table& table_for(int cc_major, int cc_minor) {
   return kConservative;               // sm80, sm86, sm89, sm120, sm121, anything newer
 }
 
-// Availability::prefill_balance for p on its architecture: the sm90 plan's
-// balance (prefill_sm90_plan.h, Plan::balance) on compute capability 9.0, 1
-// elsewhere (no prefill plan model yet). Reads what make_plan reads.
-inline double prefill_balance(const GemmProblem& p) {
-  if (p.cc_major == 9 && p.cc_minor == 0 && p.M > 0) return prefill::sm90::make_plan(p).balance;
+// Availability::prefill_balance for p under table t: the sm90 plan's balance
+// (prefill_sm90_plan.h, Plan::balance) on compute capability 9.0 where t's
+// unbalanced-plan rule can apply (M <= unbalanced_max_m), else 1 (no plan is
+// built on the per-call path where nothing reads it; no prefill plan model on
+// other architectures yet). Reads what make_plan reads.
+inline double prefill_balance(const Table& t, const GemmProblem& p) {
+  if (p.cc_major == 9 && p.cc_minor == 0 && p.M > 0 && p.M <= t.unbalanced_max_m)
+    return prefill::sm90::make_plan(p).balance;
   return 1.0;
 }
 

@@ -146,8 +146,9 @@ Path select(const GemmProblem& p) {
   a.decode = ok && decode_reason(p).empty();
   a.dense = ok && dense_reason(p).empty();
   a.prefill = ok && prefill_reason(p).empty();
-  if (a.prefill) a.prefill_balance = heuristics::prefill_balance(p);
-  return heuristics::choose(heuristics::table_for(p.cc_major, p.cc_minor), p, a);
+  const heuristics::Table& t = heuristics::table_for(p.cc_major, p.cc_minor);
+  if (a.prefill) a.prefill_balance = heuristics::prefill_balance(t, p);
+  return heuristics::choose(t, p, a);
 }
 
 size_t workspace_bytes(const GemmProblem& p, Path path) {

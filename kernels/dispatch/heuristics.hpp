@@ -45,7 +45,7 @@ struct Availability {
   bool prefill = false;
   // The prefill plan's balance for the problem, when prefill can run it (arch_tables.hpp
   // prefill_balance: the plan's work spread evenly over the SMs at its per-slice rate, over the
-  // plan's estimated time; 1 where the architecture has no plan model).
+  // plan's estimated time; 1 where no rule reads it or the architecture has no plan model).
   double prefill_balance = 1.0;
 };
 

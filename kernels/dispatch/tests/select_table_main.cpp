@@ -12,7 +12,8 @@
 //          decode_max_m_int8 small_kn small_max_m small_max_m_int8 small_k_heavy_max_m_int8
 //          (kSame printed as -1) unbalanced_max_m min_balance x 1000 (an integer)
 //   balance CC_MAJOR CC_MINOR SM_COUNT M K N BITS
-//       -> prefill_balance(p) x 1000, rounded down (what choose() compares with min_balance)
+//       -> prefill_balance(table, p) x 1000, rounded down (what choose() compares with min_balance;
+//          1000 above the table's unbalanced_max_m, where no plan is built)
 // Not part of the extension (CMake skips tests/ folders).
 #include <climits>
 #include <cstdio>
@@ -55,8 +56,9 @@ int main() {
       a.decode = dec != 0;
       a.dense = den != 0;
       a.prefill = pre != 0;
-      if (a.prefill) a.prefill_balance = prefill_balance(p);
-      std::printf("%d\n", static_cast<int>(choose(table_for(p.cc_major, p.cc_minor), p, a)));
+      const Table& t = table_for(p.cc_major, p.cc_minor);
+      if (a.prefill) a.prefill_balance = prefill_balance(t, p);
+      std::printf("%d\n", static_cast<int>(choose(t, p, a)));
     } else if (cmd == "table") {
       int major = 0, minor = 0;
       in >> major >> minor;
@@ -75,7 +77,7 @@ int main() {
         std::printf("error: bad query '%s'\n", line.c_str());
         return 2;
       }
-      std::printf("%d\n", static_cast<int>(prefill_balance(p) * 1000));
+      std::printf("%d\n", static_cast<int>(prefill_balance(table_for(p.cc_major, p.cc_minor), p) * 1000));
     } else if (!cmd.empty()) {
       std::printf("error: unknown command '%s'\n", cmd.c_str());
       return 2;
