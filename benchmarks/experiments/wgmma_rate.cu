@@ -26,21 +26,14 @@
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "kernels/prefill/transform.cuh"
+#include "kernels/prefill/prefill_sm90.cuh"  // smem_desc_sw128; transform.cuh
 
 namespace {
 
 using namespace cute::SM90::GMMA;
 
-__device__ uint64_t desc_sw128(uint32_t addr) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<uint16_t>((addr & 0x3ffff) >> 4);
-  d.bitfield.leading_byte_offset_ = 1;
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<uint8_t>(LayoutType::B128);
-  return d.desc_;
-}
+// The prefill kernel's descriptor of a K-major, 128-byte-swizzled tile.
+__device__ uint64_t desc_sw128(uint32_t addr) { return swordfish::prefill::sm90::smem_desc_sw128(addr); }
 
 template <int N, bool RS>
 struct Op;
@@ -271,55 +264,47 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
   if (t == 12345.f || (live[0] ^ live[1] ^ live[2] ^ live[3]) == 0x12345u) sink[threadIdx.x] = t;
 }
 
-template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0, int KS = 2>
-void run_stage(int sms, int wgs) {
-  const int stages = 40000 / KS;
-  const int smem = (RING ? 16 / KS : 1) * kSlotBytes<KS> + 1024;
-  auto k = stage_kernel<TRANSFORM, MMA, RING, SYNC, KS>;
+// ms of one launch of `k` (loop count `count`) after a warm-up launch of a tenth of it.
+template <class Kernel>
+float time_launch(Kernel k, int sms, int threads, int smem, int count) {
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   float* sink;
   cudaMalloc(&sink, 4096);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  const int threads = 128 * (wgs + (SYNC ? 1 : 0));
-  k<<<sms, threads, smem>>>(stages / 10, sink);
+  k<<<sms, threads, smem>>>(count / 10, sink);
   cudaEventRecord(e0);
-  k<<<sms, threads, smem>>>(stages, sink);
+  k<<<sms, threads, smem>>>(count, sink);
   cudaEventRecord(e1);
   cudaEventSynchronize(e1);
   float ms = 0;
   cudaEventElapsedTime(&ms, e0, e1);
+  cudaFree(sink);
+  return ms;
+}
+
+template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0, int KS = 2>
+void run_stage(int sms, int wgs) {
+  const int stages = 40000 / KS;
+  const int smem = (RING ? 16 / KS : 1) * kSlotBytes<KS> + 1024;
+  const float ms = time_launch(stage_kernel<TRANSFORM, MMA, RING, SYNC, KS>, sms, 128 * (wgs + (SYNC ? 1 : 0)), smem,
+                               stages);
   std::printf("BT 64 k%d stage, %d warpgroups, %-18s%s%s %6.1f ns per k64 slice (per warpgroup)  (%s)\n", 64 * KS, wgs,
               TRANSFORM && MMA ? "Transform + MMA:" : TRANSFORM ? "Transform only:" : "MMA only:",
               RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : "",
               ms * 1e6 / (static_cast<double>(KS) * stages), cudaGetErrorString(cudaGetLastError()));
-  cudaFree(sink);
 }
 
 template <int N, bool RS>
 void run(int sms, int wgs) {
   const int slices = 20000;
   const int smem = 8192 + N * 128 + 1024;
-  auto k = rate_kernel<N, RS>;
-  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  float* sink;
-  cudaMalloc(&sink, 4096);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  k<<<sms, 128 * wgs, smem>>>(slices / 10, sink);  // warm-up
-  cudaEventRecord(e0);
-  k<<<sms, 128 * wgs, smem>>>(slices, sink);
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
+  const float ms = time_launch(rate_kernel<N, RS>, sms, 128 * wgs, smem, slices);
   const double flops = 2.0 * 64 * N * 64 * static_cast<double>(slices) * wgs * sms;
   const double ns_per_slice = ms * 1e6 / slices;
   std::printf("wgmma m64n%dk16 %s  warpgroups %d: %7.1f TFLOP/s  %6.1f ns per k64 slice per warpgroup  (%s)\n", N,
               RS ? "RS" : "SS", wgs, flops / (ms * 1e-3) / 1e12, ns_per_slice, cudaGetErrorString(cudaGetLastError()));
-  cudaFree(sink);
 }
 
 }  // namespace
