@@ -115,7 +115,15 @@ __global__ void __launch_bounds__(N == 256 ? 256 : 384, 1) rate_kernel(int slice
 // flight. SYNC 11 / 12: as 1, the second consumer warpgroup starting its
 // first stage 250 / 500 ns after the first (a stagger: do the two stay in
 // step, both transforming, then both issuing MMAs, when a shared full barrier
-// releases them together?).
+// releases them together?). SYNC 13: as 1, but only warp 0 of each consumer
+// warpgroup waits on the full barrier, and the warpgroup then meets at a named
+// barrier (one phase check per warpgroup instead of four). SYNC 14: one lane
+// of each warp waits, then __syncwarp.
+// Diagnostics from CTA 0 (SYNC 0 and 1, ring, two warpgroups): per consumer
+// warpgroup, the stages whose full barrier was not complete when it got there
+// (SYNC 1), and when it finished (globaltimer ns).
+__device__ unsigned long long g_diag[2][2];
+
 // KS: k64 slices per stage (2: the kernel's k128 stages; 4, k256 with a 4-slot
 // ring, compiles but ptxas serializes its wgmmas at 384 threads' 168 registers:
 // two A buffers of four slices do not fit beside the accumulators).
@@ -162,6 +170,7 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
   int slot = 0, prev = -1;
   uint32_t phase = 0;
   bool ready = false;
+  unsigned long long blocked = 0;
   auto release = [](uint64_t* bar) {
     if constexpr (SYNC == 3) {
       asm volatile("mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [%0];\n" ::"r"(
@@ -189,7 +198,17 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint32_t(&a)[4 * KS][4] = h == 0 ? a_even : a_odd;
-      if constexpr (SYNC == 1 || SYNC == 3 || SYNC == 6 || SYNC >= 11) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+      if constexpr (SYNC == 1) blocked += cutlass::arch::ClusterBarrier::test_wait(&full[slot], phase, 1) ? 0 : 1;
+      if constexpr (SYNC == 1 || SYNC == 3 || SYNC == 6 || SYNC == 11 || SYNC == 12)
+        cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+      if constexpr (SYNC == 13) {
+        if (tid < 32) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+        asm volatile("bar.sync %0, 128;\n" ::"r"(threadIdx.x / 128) : "memory");  // ids 1, 2 (0 is __syncthreads)
+      }
+      if constexpr (SYNC == 14) {
+        if (threadIdx.x % 32 == 0) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+        __syncwarp();
+      }
       if constexpr (SYNC == 10) {
         if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);  // the first stage only
       }
@@ -262,6 +281,13 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
 #pragma unroll
   for (int i = 0; i < 32; ++i) t += acc[i];
   if (t == 12345.f || (live[0] ^ live[1] ^ live[2] ^ live[3]) == 0x12345u) sink[threadIdx.x] = t;
+  const int consumer = threadIdx.x / 128 - (SYNC ? 1 : 0);
+  if ((SYNC == 0 || SYNC == 1) && blockIdx.x == 0 && tid == 0 && consumer < 2) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    g_diag[consumer][0] = blocked;
+    g_diag[consumer][1] = now;
+  }
 }
 
 // ms of one launch of `k` (loop count `count`) after a warm-up launch of a tenth of it.
@@ -292,8 +318,15 @@ void run_stage(int sms, int wgs) {
                                stages);
   std::printf("BT 64 k%d stage, %d warpgroups, %-18s%s%s %6.1f ns per k64 slice (per warpgroup)  (%s)\n", 64 * KS, wgs,
               TRANSFORM && MMA ? "Transform + MMA:" : TRANSFORM ? "Transform only:" : "MMA only:",
-              RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : "",
+              RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : SYNC == 13 ? " + barriers, one warp waits" : SYNC == 14 ? " + barriers, one lane waits" : "",
               ms * 1e6 / (static_cast<double>(KS) * stages), cudaGetErrorString(cudaGetLastError()));
+  if ((SYNC == 0 || SYNC == 1) && RING && TRANSFORM && MMA && wgs == 2) {
+    unsigned long long d[2][2];
+    cudaMemcpyFromSymbol(d, g_diag, sizeof(d));
+    std::printf("  CTA 0: full barrier not yet complete at %llu / %llu of %d stages (consumer 1 / 2); "
+                "consumer 2 finished %.1f us after consumer 1\n",
+                d[0][0], d[1][0], stages, (static_cast<double>(d[1][1]) - static_cast<double>(d[0][1])) / 1e3);
+  }
 }
 
 template <int N, bool RS>
@@ -343,5 +376,8 @@ int main() {
   run_stage<true, true, true, 10>(sms, 2);
   run_stage<true, true, true, 11>(sms, 2);
   run_stage<true, true, true, 12>(sms, 2);
+  run_stage<true, true, true, 13>(sms, 2);
+  run_stage<true, true, true, 14>(sms, 2);
+  run_stage<true, true, true, 1>(sms, 2);
   return 0;
 }
