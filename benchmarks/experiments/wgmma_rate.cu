@@ -118,7 +118,16 @@ __global__ void __launch_bounds__(N == 256 ? 256 : 384, 1) rate_kernel(int slice
 // releases them together?). SYNC 13: as 1, but only warp 0 of each consumer
 // warpgroup waits on the full barrier, and the warpgroup then meets at a named
 // barrier (one phase check per warpgroup instead of four). SYNC 14: one lane
-// of each warp waits, then __syncwarp.
+// of each warp waits, then __syncwarp. SYNC 15: as 1, the wait a loop on
+// __all_sync(try_wait): a warp-uniform branch. SYNC 16: one try_wait, the
+// loop only if it failed. SYNC 17: one try_wait and no loop (not a correct
+// wait: a probe of what the loop costs). SYNC 18: the loop's branch bra.uni.
+// SYNC 19: one try_wait with a suspend hint, a __noinline__ loop behind it.
+// (Any loop or call in the stage loop makes ptxas build the wgmma
+// descriptors in vector registers and move them with R2UR, 32 per two
+// stages; without one it uses the uniform datapath: 0-3.)
+__device__ __noinline__ void slow_wait(uint64_t* bar, uint32_t phase) { cutlass::arch::ClusterBarrier::wait(bar, phase); }
+
 // Diagnostics from CTA 0 (SYNC 0 and 1, ring, two warpgroups): per consumer
 // warpgroup, the stages whose full barrier was not complete when it got there
 // (SYNC 1), and when it finished (globaltimer ns).
@@ -194,85 +203,133 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
     }
   uint32_t live[4] = {0u, 0u, 0u, 0u};  // Transform only: its results folded here, so they are computed
   if (SYNC >= 11 && threadIdx.x / 128 == 2) __nanosleep(SYNC == 11 ? 250 : 500);
-  for (int s = 0; s < stages; s += 2) {
+  // One stage into A buffer `a` (the waits of every SYNC variant but 20 inside).
+  auto stage = [&](uint32_t(&a)[4 * KS][4]) {
+    if constexpr (SYNC == 1) blocked += cutlass::arch::ClusterBarrier::test_wait(&full[slot], phase, 1) ? 0 : 1;
+    if constexpr (SYNC == 1 || SYNC == 3 || SYNC == 6 || SYNC == 11 || SYNC == 12)
+      cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+    if constexpr (SYNC == 13) {
+      if (tid < 32) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+      asm volatile("bar.sync %0, 128;\n" ::"r"(threadIdx.x / 128) : "memory");  // ids 1, 2 (0 is __syncthreads)
+    }
+    if constexpr (SYNC == 15) {
+      while (!__all_sync(0xffffffffu, cutlass::arch::ClusterBarrier::try_wait(&full[slot], phase))) {
+      }
+    }
+    if constexpr (SYNC == 16) {
+      if (!cutlass::arch::ClusterBarrier::try_wait(&full[slot], phase)) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+    }
+    if constexpr (SYNC == 18) {
+      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      asm volatile(
+          "{\n\t.reg .pred P1;\n\tWAIT_U:\n\t"
+          "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n\t"
+          "@!P1 bra.uni WAIT_U;\n\t}\n" ::"r"(bar), "r"(phase), "r"(0x989680));
+    }
+    if constexpr (SYNC == 19) {
+      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      uint32_t ok;
+      asm volatile(
+          "{\n\t.reg .pred P1;\n\t"
+          "mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2, %3;\n\t"
+          "selp.b32 %0, 1, 0, P1;\n\t}\n" : "=r"(ok) : "r"(bar), "r"(phase), "r"(0x989680));
+      if (!ok) slow_wait(&full[slot], phase);
+    }
+    if constexpr (SYNC == 17) {
+      (void)cutlass::arch::ClusterBarrier::try_wait(&full[slot], phase);
+    }
+    if constexpr (SYNC == 14) {
+      if (threadIdx.x % 32 == 0) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+      __syncwarp();
+    }
+    if constexpr (SYNC == 10) {
+      if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);  // the first stage only
+    }
+    if constexpr (SYNC == 8 || SYNC == 9) {
+      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      asm volatile(
+          "{\n\t.reg .pred P1;\n\tWAIT_R:\n\t"
+          "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 P1, [%0], %1;\n\t"
+          "@!P1 bra WAIT_R;\n\t}\n" ::"r"(bar), "r"(phase));
+      if constexpr (SYNC == 9) asm volatile("fence.acq_rel.cta;\n" ::: "memory");
+    }
+    if constexpr (SYNC == 7) {
+      while (!cutlass::arch::ClusterBarrier::test_wait(&full[slot], phase, 1)) {
+      }
+    }
+    if constexpr (SYNC == 2) {
+      if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+    }
+    const uint32_t sx = base + slot * kSlot, sw = sx + KS * 8192, ss = sw + KS * 2048;
+    if constexpr (TRANSFORM) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t(&a)[4 * KS][4] = h == 0 ? a_even : a_odd;
-      if constexpr (SYNC == 1) blocked += cutlass::arch::ClusterBarrier::test_wait(&full[slot], phase, 1) ? 0 : 1;
-      if constexpr (SYNC == 1 || SYNC == 3 || SYNC == 6 || SYNC == 11 || SYNC == 12)
-        cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
-      if constexpr (SYNC == 13) {
-        if (tid < 32) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
-        asm volatile("bar.sync %0, 128;\n" ::"r"(threadIdx.x / 128) : "memory");  // ids 1, 2 (0 is __syncthreads)
+      for (int i = 0; i < KS; ++i) {
+        swordfish::prefill::SliceAddr at;
+        at.words = sw + i * 2048;
+        at.scales = ss + 2u * role.n_lo;
+        at.zeros = at.scales;
+        at.row1 = 0;
+        uint32_t(&ai)[4][4] = *reinterpret_cast<uint32_t(*)[4][4]>(&a[4 * i]);
+        swordfish::prefill::transform_slice<4, true, false>(at, role, ai);
       }
-      if constexpr (SYNC == 14) {
-        if (threadIdx.x % 32 == 0) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
-        __syncwarp();
-      }
+    }
+    if constexpr (MMA) {
       if constexpr (SYNC == 10) {
-        if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);  // the first stage only
+        const int next = slot + 1 == kSlots ? 0 : slot + 1;
+        cutlass::arch::ClusterBarrier::wait(&full[next], next == 0 ? phase ^ 1 : phase);
+        ready = true;
       }
-      if constexpr (SYNC == 8 || SYNC == 9) {
-        const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
-        asm volatile(
-            "{\n\t.reg .pred P1;\n\tWAIT_R:\n\t"
-            "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 P1, [%0], %1;\n\t"
-            "@!P1 bra WAIT_R;\n\t}\n" ::"r"(bar), "r"(phase));
-        if constexpr (SYNC == 9) asm volatile("fence.acq_rel.cta;\n" ::: "memory");
-      }
-      if constexpr (SYNC == 7) {
-        while (!cutlass::arch::ClusterBarrier::test_wait(&full[slot], phase, 1)) {
-        }
-      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) cute::warpgroup_fence_operand(acc[i]);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int kk = 0; kk < 4 * KS; ++kk)
+        mma<64, true>(a[kk], 0, desc_sw128(sx + (kk / 4) * 8192 + 32 * (kk % 4)), acc, std::make_index_sequence<32>{});
+      cute::warpgroup_commit_batch();
+#pragma unroll
+      for (int i = 0; i < 32; ++i) cute::warpgroup_fence_operand(acc[i]);
       if constexpr (SYNC == 2) {
-        if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
+        const int next = slot + 1 == kSlots ? 0 : slot + 1;
+        ready = cutlass::arch::ClusterBarrier::try_wait(&full[next], next == 0 ? phase ^ 1 : phase);
       }
-      const uint32_t sx = base + slot * kSlot, sw = sx + KS * 8192, ss = sw + KS * 2048;
-      if constexpr (TRANSFORM) {
+      cute::warpgroup_wait<1>();
+      if (SYNC && prev >= 0 && tid == 0) release(&empty[prev]);
+    } else {
 #pragma unroll
-        for (int i = 0; i < KS; ++i) {
-          swordfish::prefill::SliceAddr at;
-          at.words = sw + i * 2048;
-          at.scales = ss + 2u * role.n_lo;
-          at.zeros = at.scales;
-          at.row1 = 0;
-          uint32_t(&ai)[4][4] = *reinterpret_cast<uint32_t(*)[4][4]>(&a[4 * i]);
-          swordfish::prefill::transform_slice<4, true, false>(at, role, ai);
-        }
-      }
-      if constexpr (MMA) {
-        if constexpr (SYNC == 10) {
-          const int next = slot + 1 == kSlots ? 0 : slot + 1;
-          cutlass::arch::ClusterBarrier::wait(&full[next], next == 0 ? phase ^ 1 : phase);
-          ready = true;
-        }
+      for (int kk = 0; kk < 4 * KS; ++kk)
 #pragma unroll
-        for (int i = 0; i < 32; ++i) cute::warpgroup_fence_operand(acc[i]);
-        cute::warpgroup_arrive();
-#pragma unroll
-        for (int kk = 0; kk < 4 * KS; ++kk)
-          mma<64, true>(a[kk], 0, desc_sw128(sx + (kk / 4) * 8192 + 32 * (kk % 4)), acc, std::make_index_sequence<32>{});
-        cute::warpgroup_commit_batch();
-#pragma unroll
-        for (int i = 0; i < 32; ++i) cute::warpgroup_fence_operand(acc[i]);
-        if constexpr (SYNC == 2) {
-          const int next = slot + 1 == kSlots ? 0 : slot + 1;
-          ready = cutlass::arch::ClusterBarrier::try_wait(&full[next], next == 0 ? phase ^ 1 : phase);
-        }
-        cute::warpgroup_wait<1>();
-        if (SYNC && prev >= 0 && tid == 0) release(&empty[prev]);
+        for (int j = 0; j < 4; ++j) live[j] ^= a[kk][j];
+      if (SYNC && tid == 0) cutlass::arch::ClusterBarrier::arrive(&empty[slot]);
+    }
+    prev = slot;
+    if (RING && ++slot == kSlots) {
+      slot = 0;
+      phase ^= 1;
+    }
+  };
+  if constexpr (SYNC == 20) {
+    // SYNC 20: one try_wait with a suspend hint per stage and no inner loop: a
+    // failed try goes round the stage loop again without advancing (a second
+    // back edge of the same loop), the A buffer picked by a uniform branch.
+    for (int s = 0; s < stages;) {
+      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      uint32_t ok;
+      asm volatile(
+          "{\n\t.reg .pred P1;\n\t"
+          "mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2, %3;\n\t"
+          "selp.b32 %0, 1, 0, P1;\n\t}\n" : "=r"(ok) : "r"(bar), "r"(phase), "r"(0x989680));
+      if (!ok) continue;
+      if (s & 1) {
+        stage(a_odd);
       } else {
-#pragma unroll
-        for (int kk = 0; kk < 4 * KS; ++kk)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) live[j] ^= a[kk][j];
-        if (SYNC && tid == 0) cutlass::arch::ClusterBarrier::arrive(&empty[slot]);
+        stage(a_even);
       }
-      prev = slot;
-      if (RING && ++slot == kSlots) {
-        slot = 0;
-        phase ^= 1;
-      }
+      ++s;
+    }
+  } else {
+    for (int s = 0; s < stages; s += 2) {
+      stage(a_even);
+      stage(a_odd);
     }
   }
   cute::warpgroup_wait<0>();
@@ -318,7 +375,7 @@ void run_stage(int sms, int wgs) {
                                stages);
   std::printf("BT 64 k%d stage, %d warpgroups, %-18s%s%s %6.1f ns per k64 slice (per warpgroup)  (%s)\n", 64 * KS, wgs,
               TRANSFORM && MMA ? "Transform + MMA:" : TRANSFORM ? "Transform only:" : "MMA only:",
-              RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : SYNC == 13 ? " + barriers, one warp waits" : SYNC == 14 ? " + barriers, one lane waits" : "",
+              RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : SYNC == 13 ? " + barriers, one warp waits" : SYNC == 14 ? " + barriers, one lane waits" : SYNC == 15 ? " + barriers, warp-uniform wait" : SYNC == 16 ? " + barriers, try then loop" : SYNC == 17 ? " + one try_wait, no loop" : SYNC == 18 ? " + barriers, bra.uni loop" : SYNC == 19 ? " + try, noinline fallback" : SYNC == 20 ? " + try, retry by the stage loop" : "",
               ms * 1e6 / (static_cast<double>(KS) * stages), cudaGetErrorString(cudaGetLastError()));
   if ((SYNC == 0 || SYNC == 1) && RING && TRANSFORM && MMA && wgs == 2) {
     unsigned long long d[2][2];
@@ -378,6 +435,12 @@ int main() {
   run_stage<true, true, true, 12>(sms, 2);
   run_stage<true, true, true, 13>(sms, 2);
   run_stage<true, true, true, 14>(sms, 2);
+  run_stage<true, true, true, 15>(sms, 2);
+  run_stage<true, true, true, 16>(sms, 2);
+  run_stage<true, true, true, 17>(sms, 2);
+  run_stage<true, true, true, 18>(sms, 2);
+  run_stage<true, true, true, 19>(sms, 2);
+  run_stage<true, true, true, 20>(sms, 2);
   run_stage<true, true, true, 1>(sms, 2);
   return 0;
 }
