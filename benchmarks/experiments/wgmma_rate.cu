@@ -5,14 +5,15 @@
 // keep one group in flight (wait_group 1), as the prefill consumers do.
 // Prints TFLOP/s per (N, A source, W). Operand values are constants: only the
 // rate is measured.
-// Second part: the BT 64 consumer's stage without TMA or barriers: per k128
-// stage, the real Transform (kernels/prefill/transform.cuh, int4 bf16, no zero
-// points) of two k64 slices from a fixed staged block into one of two A
-// buffers, then eight wgmma.m64n64k16 RS, wait_group 1; with the Transform
-// alone (its results XOR-folded into four registers: 32 extra LOP3 per
-// stage, so an upper bound), the MMAs alone, and both. If
-// both run at the sum of the parts, the Transform and the MMAs of one
-// warpgroup do not overlap.
+// Second part: the BT 64 consumer's stage without TMA: per k128 stage, the
+// real Transform (kernels/prefill/transform.cuh, int4 bf16, no zero points)
+// of two k64 slices into one of two A buffers, then eight wgmma.m64n64k16 RS,
+// wait_group 1; with the Transform alone, the MMAs alone, and both, then
+// built up with a ring of stage slots and full / empty mbarriers fed by a
+// producer that moves no data, and variants of the wait (stage_kernel's SYNC).
+// (The "Transform only" lines are not trustworthy: its results are XOR-folded
+// into four registers to keep them live, and part of the loop is optimized
+// away anyway.)
 //
 //   nvcc -std=c++17 -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -I. \
 //     -I$(python -c "import cutlass_library,os;print(os.path.dirname(cutlass_library.__file__))")/source/include \
@@ -64,7 +65,7 @@ __device__ void mma(const uint32_t (&a)[4], uint64_t da, uint64_t db, float* d, 
 template <int N, bool RS>
 __global__ void __launch_bounds__(N == 256 ? 256 : 384, 1) rate_kernel(int slices, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t base = swordfish::ptx::smem_u32(smem);
   const uint32_t sa = base, sb = base + 8192;
   for (int i = threadIdx.x; i < (8192 + N * 128) / 4; i += blockDim.x) reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u;
   __syncthreads();
@@ -128,28 +129,67 @@ __global__ void __launch_bounds__(N == 256 ? 256 : 384, 1) rate_kernel(int slice
 // stages; without one it uses the uniform datapath: 0-3.)
 __device__ __noinline__ void slow_wait(uint64_t* bar, uint32_t phase) { cutlass::arch::ClusterBarrier::wait(bar, phase); }
 
+// One mbarrier try_wait with CUTLASS's suspend-time hint, no retry: whether the
+// phase completed (SYNC 19, 20).
+__device__ __forceinline__ bool try_wait_hinted(uint64_t* bar, uint32_t phase) {
+  uint32_t ok;
+  asm volatile(
+      "{\n\t.reg .pred P1;\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2, %3;\n\t"
+      "selp.b32 %0, 1, 0, P1;\n\t}\n"
+      : "=r"(ok)
+      : "r"(swordfish::ptx::smem_u32(bar)), "r"(phase), "r"(0x989680));
+  return ok != 0;
+}
+
+// The printed name of a SYNC variant (the list above).
+constexpr const char* sync_name(int sync) {
+  switch (sync) {
+    case 1: return " + full/empty barriers";
+    case 2: return " + barriers, early test";
+    case 3: return " + barriers, relaxed arrive";
+    case 5: return " + empty arrives only";
+    case 6: return " + barriers, producer polls";
+    case 7: return " + barriers, all poll";
+    case 8: return " + barriers, relaxed wait";
+    case 9: return " + relaxed wait + fence";
+    case 10: return " + next wait before MMAs";
+    case 11: return " + barriers, stagger 250 ns";
+    case 12: return " + barriers, stagger 500 ns";
+    case 13: return " + barriers, one warp waits";
+    case 14: return " + barriers, one lane waits";
+    case 15: return " + barriers, warp-uniform wait";
+    case 16: return " + barriers, try then loop";
+    case 17: return " + one try_wait, no loop";
+    case 18: return " + barriers, bra.uni loop";
+    case 19: return " + try, noinline fallback";
+    case 20: return " + try, retry by the stage loop";
+    default: return "";
+  }
+}
+
 // Diagnostics from CTA 0 (SYNC 0 and 1, ring, two warpgroups): per consumer
 // warpgroup, the stages whose full barrier was not complete when it got there
 // (SYNC 1), and when it finished (globaltimer ns).
 __device__ unsigned long long g_diag[2][2];
 
-// KS: k64 slices per stage (2: the kernel's k128 stages; 4, k256 with a 4-slot
-// ring, compiles but ptxas serializes its wgmmas at 384 threads' 168 registers:
-// two A buffers of four slices do not fit beside the accumulators).
-template <int KS>
-inline constexpr int kSlotBytes = KS * (8192 + 2048) + 256;  // x (KS x 8 KB), KS packed slices, a scale row
-template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0, int KS = 2>
-__global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stages, float* sink) {
-  constexpr int kSlot = kSlotBytes<KS>;
+// Two k64 slices per stage (KS), the kernel's k128 stages. (A k256 build, KS = 4
+// with a 4-slot ring, made ptxas serialize the wgmmas at 384 threads' 168
+// registers: two A buffers of four slices do not fit beside the accumulators.)
+constexpr int KS = 2;
+constexpr int kSlot = KS * (8192 + 2048) + 256;  // one stage slot: x (KS x 8 KB), KS packed slices, a scale row
+constexpr int kRingSlots = 8;
+template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0>
+__global__ void __launch_bounds__(512, 1) stage_kernel(int stages, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  __shared__ uint64_t full[8], empty[8];
-  constexpr int kSlots = RING ? 16 / KS : 1;
+  const uint32_t base = swordfish::ptx::smem_u32(smem);
+  __shared__ uint64_t full[kRingSlots], empty[kRingSlots];
+  constexpr int kSlots = RING ? kRingSlots : 1;
   for (int i = threadIdx.x; i < kSlots * kSlot / 4; i += blockDim.x)
     reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 0x01010101u);
   const int consumers = SYNC ? blockDim.x / 128 - 1 : blockDim.x / 128;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < kRingSlots; ++i) {
       cutlass::arch::ClusterBarrier::init(&full[i], 1);
       cutlass::arch::ClusterBarrier::init(&empty[i], consumers);
     }
@@ -168,7 +208,7 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
           cutlass::arch::ClusterBarrier::wait(&empty[slot], phase ^ 1);
         }
         cutlass::arch::ClusterBarrier::arrive(&full[slot]);
-        if (++slot == 8) {
+        if (++slot == kRingSlots) {
           slot = 0;
           phase ^= 1;
         }
@@ -182,8 +222,7 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
   unsigned long long blocked = 0;
   auto release = [](uint64_t* bar) {
     if constexpr (SYNC == 3) {
-      asm volatile("mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [%0];\n" ::"r"(
-          static_cast<uint32_t>(__cvta_generic_to_shared(bar))));
+      asm volatile("mbarrier.arrive.relaxed.cta.shared::cta.b64 _, [%0];\n" ::"r"(swordfish::ptx::smem_u32(bar)));
     } else {
       cutlass::arch::ClusterBarrier::arrive(bar);
     }
@@ -220,20 +259,14 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
       if (!cutlass::arch::ClusterBarrier::try_wait(&full[slot], phase)) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);
     }
     if constexpr (SYNC == 18) {
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      const uint32_t bar = swordfish::ptx::smem_u32(&full[slot]);
       asm volatile(
           "{\n\t.reg .pred P1;\n\tWAIT_U:\n\t"
           "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n\t"
           "@!P1 bra.uni WAIT_U;\n\t}\n" ::"r"(bar), "r"(phase), "r"(0x989680));
     }
     if constexpr (SYNC == 19) {
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
-      uint32_t ok;
-      asm volatile(
-          "{\n\t.reg .pred P1;\n\t"
-          "mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2, %3;\n\t"
-          "selp.b32 %0, 1, 0, P1;\n\t}\n" : "=r"(ok) : "r"(bar), "r"(phase), "r"(0x989680));
-      if (!ok) slow_wait(&full[slot], phase);
+      if (!try_wait_hinted(&full[slot], phase)) slow_wait(&full[slot], phase);
     }
     if constexpr (SYNC == 17) {
       (void)cutlass::arch::ClusterBarrier::try_wait(&full[slot], phase);
@@ -246,7 +279,7 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
       if (!ready) cutlass::arch::ClusterBarrier::wait(&full[slot], phase);  // the first stage only
     }
     if constexpr (SYNC == 8 || SYNC == 9) {
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
+      const uint32_t bar = swordfish::ptx::smem_u32(&full[slot]);
       asm volatile(
           "{\n\t.reg .pred P1;\n\tWAIT_R:\n\t"
           "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 P1, [%0], %1;\n\t"
@@ -312,13 +345,7 @@ __global__ void __launch_bounds__(KS == 4 ? 384 : 512, 1) stage_kernel(int stage
     // failed try goes round the stage loop again without advancing (a second
     // back edge of the same loop), the A buffer picked by a uniform branch.
     for (int s = 0; s < stages;) {
-      const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&full[slot]));
-      uint32_t ok;
-      asm volatile(
-          "{\n\t.reg .pred P1;\n\t"
-          "mbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2, %3;\n\t"
-          "selp.b32 %0, 1, 0, P1;\n\t}\n" : "=r"(ok) : "r"(bar), "r"(phase), "r"(0x989680));
-      if (!ok) continue;
+      if (!try_wait_hinted(&full[slot], phase)) continue;
       if (s & 1) {
         stage(a_odd);
       } else {
@@ -367,15 +394,14 @@ float time_launch(Kernel k, int sms, int threads, int smem, int count) {
   return ms;
 }
 
-template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0, int KS = 2>
+template <bool TRANSFORM, bool MMA, bool RING = false, int SYNC = 0>
 void run_stage(int sms, int wgs) {
-  const int stages = 40000 / KS;
-  const int smem = (RING ? 16 / KS : 1) * kSlotBytes<KS> + 1024;
-  const float ms = time_launch(stage_kernel<TRANSFORM, MMA, RING, SYNC, KS>, sms, 128 * (wgs + (SYNC ? 1 : 0)), smem,
-                               stages);
+  const int stages = 20000;
+  const int smem = (RING ? kRingSlots : 1) * kSlot + 1024;
+  const float ms = time_launch(stage_kernel<TRANSFORM, MMA, RING, SYNC>, sms, 128 * (wgs + (SYNC ? 1 : 0)), smem, stages);
   std::printf("BT 64 k%d stage, %d warpgroups, %-18s%s%s %6.1f ns per k64 slice (per warpgroup)  (%s)\n", 64 * KS, wgs,
               TRANSFORM && MMA ? "Transform + MMA:" : TRANSFORM ? "Transform only:" : "MMA only:",
-              RING ? " 8-slot ring" : "", SYNC == 1 ? " + full/empty barriers" : SYNC == 2 ? " + barriers, early test" : SYNC == 3 ? " + barriers, relaxed arrive" : SYNC == 5 ? " + empty arrives only" : SYNC == 6 ? " + barriers, producer polls" : SYNC == 7 ? " + barriers, all poll" : SYNC == 8 ? " + barriers, relaxed wait" : SYNC == 9 ? " + relaxed wait + fence" : SYNC == 10 ? " + next wait before MMAs" : SYNC == 11 ? " + barriers, stagger 250 ns" : SYNC == 12 ? " + barriers, stagger 500 ns" : SYNC == 13 ? " + barriers, one warp waits" : SYNC == 14 ? " + barriers, one lane waits" : SYNC == 15 ? " + barriers, warp-uniform wait" : SYNC == 16 ? " + barriers, try then loop" : SYNC == 17 ? " + one try_wait, no loop" : SYNC == 18 ? " + barriers, bra.uni loop" : SYNC == 19 ? " + try, noinline fallback" : SYNC == 20 ? " + try, retry by the stage loop" : "",
+              RING ? " 8-slot ring" : "", sync_name(SYNC),
               ms * 1e6 / (static_cast<double>(KS) * stages), cudaGetErrorString(cudaGetLastError()));
   if ((SYNC == 0 || SYNC == 1) && RING && TRANSFORM && MMA && wgs == 2) {
     unsigned long long d[2][2];
