@@ -360,6 +360,11 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
   for (int i = 0; i < KS; ++i)
     slice_row[i] = p.channelwise ? 0u : static_cast<uint32_t>((i * kSliceK) / p.group * L::kSRowBytes);
 
+  // Adding a byte offset / 16 to a descriptor moves its start address as long as
+  // every address stays below 2^18 (the field is 14 bits of address >> 4): the
+  // CTA's whole dynamic shared memory, alignment slack included, does.
+  static_assert(L::kSmemBytes <= (1 << 18), "descriptor start-address arithmetic must not carry");
+  const uint64_t desc_x0 = smem_desc_sw128(s_x);  // stage 0, slice 0, k16 step 0 of the x tiles
   int stage = 0;
   uint32_t phase = 0;
 
@@ -385,10 +390,16 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
     cute::warpgroup_arrive();
-    const uint32_t xs = s_x + stage * L::kXBytes;
+    // The stage's descriptors: a loop-invariant base plus the stage's offset in
+    // 16-byte units (the 14-bit start-address field cannot carry: shared
+    // memory is below 256 KB), the stage index broadcast from lane 0 so that
+    // ptxas sees a warp-uniform value and builds them in uniform registers.
+    // Computed from the per-thread stage index directly, every descriptor went
+    // through R2UR, two before each HGMMA (docs/PREFILL.md).
+    const uint64_t d_stage = desc_x0 + static_cast<uint64_t>(__shfl_sync(0xffffffffu, stage, 0) * (L::kXBytes / 16));
 #pragma unroll
     for (int kk = 0; kk < 4 * KS; ++kk)
-      gmma<MmaAtom>(a[kk], smem_desc_sw128(xs + (kk / 4) * L::kXTile + 32 * (kk % 4)), acc, accumulate || kk > 0,
+      gmma<MmaAtom>(a[kk], d_stage + ((kk / 4) * L::kXTile + 32 * (kk % 4)) / 16, acc, accumulate || kk > 0,
                     std::make_index_sequence<kAcc>{});
     cute::warpgroup_commit_batch();
 #pragma unroll
