@@ -79,8 +79,13 @@ inline constexpr Table kSm90 = {
     //   0.99-1.08 (8B qkv 0.99, 70B gate_up 1.08): prefill is ahead or tied at 8192 on every shape
     //   in three runs, so the dense tier starts at the next power of two. K-heavy shapes (the two
     //   downs) behave the same.
-    // measured: int8 4096: 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192 (2026-12-02-c);
-    //   0.99-1.02 at 4096, 0.95-1.00 at 8192 (2026-12-02-e).
+    // measured: int8 16384 since the uniform wgmma descriptors (2026-12-04-b call 2, build
+    //   5d1fe80, the sweep above): 1.07-1.12 at 2048, 1.02-1.04 at 4096 (prefill ahead on all
+    //   eight layers), 0.98-1.04 at 8192 (70B layers 1.02-1.04; 8B qkv 0.98, o / gate_up / down
+    //   0.99-1.00); table_verdict.py int8 there: 167/168 with 16384, 165/168 with 8192, 160/168
+    //   with 4096. Before (4096): 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192
+    //   (2026-12-02-c); 0.99-1.02 at 4096, 0.95-1.00 at 8192 (2026-12-02-e); 0.98-1.04 at 8192
+    //   (2026-12-03-i, the 8B layers dense-favoured by 3-4%).
     // measured: act-order (N <= 2K) 2048 on the small layers (K * N <= small_kn, below), 4096 on
     //   the large ones: prefill pays a gather pass over x that the dense tier folds into its
     //   dequant writes. With the row-staged gather (decode::gather_columns, 2026-12-03-h call 5:
@@ -91,7 +96,7 @@ inline constexpr Table kSm90 = {
     //   (table_verdict.py on that sweep: 54/56 points within 3% with 2048 for every layer, 56/56
     //   with this split). Before it (the per-element gather, 2026-12-02-c, M = 64, 512, 2048, 4096,
     //   8192): 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88.
-    /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/4096, /*int8_k_heavy=*/4096,
+    /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/16384, /*int8_k_heavy=*/16384,
                                  /*act_order=*/2048, /*act_order_large=*/4096},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, e.g. N = 2368 from Qwen2.5-7B's 18944 split 8 ways; a group prefill does not take),
