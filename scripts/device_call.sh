@@ -5,6 +5,7 @@
 #   source scripts/device_call.sh
 #   dc_begin                                   # variants unpacked, wheels installed, $R = results dir
 #   dc_ab "main v1" "--bits 4 8 --M 16 32 --no-cublas"   # interleaved A/B (scripts/ab_variants.sh)
+#   dc_ab_prefill "main v1" "--model llama-3-8b --m 64,512 --paths prefill"   # the same for prefill
 #   dc_use v1                                  # install prebuilt/v1/_C.so (main: prebuilt/_C.so)
 #   dc_run tests 170 python -m pytest -q -n 16 -p no:cacheprovider tests -m "not perf" -rf
 #   dc_sanitize -k decode                      # memcheck / racecheck / synccheck on tests -m sanitize -k decode
@@ -65,6 +66,18 @@ dc_ab() {
     timeout "${3:-150}" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
   cp /tmp/ab/ab_decode.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
   mkdir -p "$R/ab" && cp -r /tmp/ab/decode "$R/ab/" 2>/dev/null
+  dc_pack ab
+}
+
+# dc_ab_prefill "VARIANTS" "PREFILL_ARGS" ["PREFILL8_ARGS" [SECONDS]]: the prefill A/B in interleaved
+# rounds (ROUNDS, default 3; an even count balances which variant runs first), the first variant the
+# baseline; `swordfish bench` arguments for the int4 sweep and an optional --bits 8 one. The tables
+# (ab_prefill*.txt) and the per-round JSON (ab/) land in $R.
+dc_ab_prefill() {
+  VARIANTS="$1" ROUNDS="${ROUNDS:-3}" TESTS="" DECODE_ARGS="" PREFILL_ARGS="$2" PREFILL8_ARGS="${3:-}" \
+    timeout "${4:-300}" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
+  cp /tmp/ab/ab_*.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
+  mkdir -p "$R/ab" && cp -r /tmp/ab/prefill /tmp/ab/prefill8 "$R/ab/" 2>/dev/null
   dc_pack ab
 }
 
