@@ -59,14 +59,23 @@ dc_run() {
   dc_pack "$name rc=$?: $(tail -n 1 "$R/$name.txt")"
 }
 
+# dc_ab_run SECONDS BENCH...: scripts/ab_variants.sh under a timeout, its knobs (VARIANTS, ROUNDS,
+# TESTS, *_ARGS) set by the caller; the A/B tables, the log and the named benches' per-round JSON
+# (ab/BENCH/) land in $R. dc_ab and dc_ab_prefill below are the two usual settings.
+dc_ab_run() {
+  local secs=$1 b
+  shift
+  timeout "$secs" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
+  cp /tmp/ab/ab_*.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
+  mkdir -p "$R/ab"
+  for b in "$@"; do cp -r "/tmp/ab/$b" "$R/ab/" 2>/dev/null; done
+  dc_pack ab
+}
+
 # dc_ab "VARIANTS" "DECODE_ARGS" [SECONDS]: decode A/B in interleaved rounds (ROUNDS, default 3), the
 # first variant the baseline; ab_decode.txt and the per-round JSON land in $R.
 dc_ab() {
-  VARIANTS="$1" ROUNDS="${ROUNDS:-3}" TESTS="" PREFILL_ARGS="" DECODE_ARGS="$2" \
-    timeout "${3:-150}" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
-  cp /tmp/ab/ab_decode.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
-  mkdir -p "$R/ab" && cp -r /tmp/ab/decode "$R/ab/" 2>/dev/null
-  dc_pack ab
+  VARIANTS="$1" ROUNDS="${ROUNDS:-3}" TESTS="" PREFILL_ARGS="" DECODE_ARGS="$2" dc_ab_run "${3:-150}" decode
 }
 
 # dc_ab_prefill "VARIANTS" "PREFILL_ARGS" ["PREFILL8_ARGS" [SECONDS]]: the prefill A/B in interleaved
@@ -75,10 +84,7 @@ dc_ab() {
 # (ab_prefill*.txt) and the per-round JSON (ab/) land in $R.
 dc_ab_prefill() {
   VARIANTS="$1" ROUNDS="${ROUNDS:-3}" TESTS="" DECODE_ARGS="" PREFILL_ARGS="$2" PREFILL8_ARGS="${3:-}" \
-    timeout "${4:-300}" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
-  cp /tmp/ab/ab_*.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
-  mkdir -p "$R/ab" && cp -r /tmp/ab/prefill /tmp/ab/prefill8 "$R/ab/" 2>/dev/null
-  dc_pack ab
+    dc_ab_run "${4:-300}" prefill prefill8
 }
 
 # dc_sanitize [PYTEST_ARGS...]: compute-sanitizer memcheck, racecheck and synccheck over the tests

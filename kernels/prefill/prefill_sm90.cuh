@@ -390,12 +390,11 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) cute::warpgroup_fence_operand(acc[i]);
     cute::warpgroup_arrive();
-    // The stage's descriptors: a loop-invariant base plus the stage's offset in
-    // 16-byte units (the 14-bit start-address field cannot carry: shared
-    // memory is below 256 KB), the stage index broadcast from lane 0 so that
-    // ptxas sees a warp-uniform value and builds them in uniform registers.
-    // Computed from the per-thread stage index directly, every descriptor went
-    // through R2UR, two before each HGMMA (docs/PREFILL.md).
+    // The stage's descriptors: desc_x0 plus the stage's offset in 16-byte units
+    // (no carry: the static_assert above), the stage index broadcast from lane
+    // 0 so that ptxas sees a warp-uniform value and builds them in uniform
+    // registers. From the per-thread index, every descriptor went through R2UR,
+    // two before each HGMMA (docs/PREFILL.md).
     const uint64_t d_stage = desc_x0 + static_cast<uint64_t>(__shfl_sync(0xffffffffu, stage, 0) * (L::kXBytes / 16));
 #pragma unroll
     for (int kk = 0; kk < 4 * KS; ++kk)
