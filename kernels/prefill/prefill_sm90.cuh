@@ -74,7 +74,9 @@ namespace prefill {
 namespace sm90 {
 
 // The packed weight, scales and zero points reach the kernel as TMA
-// descriptors (tmap_w, tmap_s, tmap_z); x and y as tmap_x, tmap_y.
+// descriptors (tmap_w, tmap_s, tmap_z); x and y as tmap_x, tmap_y, the last m
+// tile's rows of x as tmap_x_tail (a box of x_tail_rows rows), and a global
+// buffer of zeros as tmap_x_zero (a box of BT - x_tail_rows rows).
 struct Params {
   const uint16_t* zeros;   // (K / group, N) folded zero points, or nullptr (only tested for null)
   const uint16_t* bias;    // (N) or nullptr (split tiles: added by reduce_kernel)
@@ -90,10 +92,11 @@ struct Params {
   int items;               // dp_tiles + (m_tiles * n_tiles - dp_tiles) * splits
   int group_m;             // raster: tiles are walked in bands of group_m m tiles (L2 reuse)
   int scale_rows;          // scale (zero-point) rows a stage stages: 64 KS / group, at least 1 (1: channelwise)
-  int x_rows;              // rows of x one stage loads: BT, or M rounded up to 8 when one m tile
-                           // covers M (the tile's other rows only feed outputs that are never
-                           // stored, and a box past the tensor's end would be zero-filled by TMA,
-                           // which measured slower than not loading them)
+  int x_tail_rows;         // rows of x a stage loads for the last m tile (tmap_x_tail's box,
+                           // last_tile_x_rows): the other m tiles load BT through tmap_x. The
+                           // stage's other rows only feed outputs that are never stored; they
+                           // are zeroed once per ring slot (tmap_x_zero) so that their MMAs
+                           // run on zeros, as TMA's out-of-bounds fill had them do.
 };
 
 // Work item -> tile coordinates and k-stage range.
@@ -235,6 +238,7 @@ SF_DEVICE void warpgroup_sync(int consumer) {
 template <int BITS, bool BF16, int BT, int KS, int CG>
 __global__ void __launch_bounds__(threads_for(CG), 1)
     gemm_kernel(const __grid_constant__ Params p, const __grid_constant__ CUtensorMap tmap_x,
+                const __grid_constant__ CUtensorMap tmap_x_tail, const __grid_constant__ CUtensorMap tmap_x_zero,
                 const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_s,
                 const __grid_constant__ CUtensorMap tmap_z, const __grid_constant__ CUtensorMap tmap_y) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -263,6 +267,8 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
     }
     cutlass::arch::fence_barrier_init();
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x));
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x_tail));
+    cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_x_zero));
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_w));
     cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_s));
     if (p.zeros != nullptr) cute::prefetch_tma_descriptor(reinterpret_cast<const cute::TmaDescriptor*>(&tmap_z));
@@ -296,23 +302,38 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
     if (threadIdx.x % 32 != 0 || role_warp > 2) return;
     constexpr int kSlice = kSliceBytes<BITS>;
     // Boxes past N (the last column tile of a ragged N) are zero-filled and still count in full.
-    const uint32_t tx = KS * p.x_rows * 128 + CG * KS * kSlice + rows * L::kSRowBytes * (has_zeros ? 2 : 1);
+    const uint32_t tx_wsz = CG * KS * kSlice + rows * L::kSRowBytes * (has_zeros ? 2 : 1);
     const uint64_t hint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
     constexpr int kBlocksPerStage = kSliceK / format::block_k(BITS);
+    // The last m tile's rows past x_tail_rows: bytes per stage, and the ring
+    // slots where they hold zeros (bit s; a whole-tile load overwrites them).
+    static_assert(kStages <= 32, "one bit per ring slot");
+    const uint32_t zero_bytes = KS * (BT - p.x_tail_rows) * 128;
+    uint32_t zeroed = 0;
     int stage = 0;
     uint32_t phase = 0;
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
       const Item it = item_of<CG>(p, item);
       const int m0 = it.m_tile * BT;
       const int nb = it.n0 / format::kBlockN;
+      const bool last_m = it.m_tile == p.m_tiles - 1;
+      const void* map_x = last_m ? &tmap_x_tail : &tmap_x;
+      const uint32_t tx = KS * (last_m ? p.x_tail_rows : BT) * 128 + tx_wsz;
       for (int kb = it.kb0; kb < it.kb1; ++kb) {
         ClusterBarrier::wait(&empty[stage], phase ^ 1);
         if (role_warp == 0) {
-          ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx);
+          const bool zero_rest = last_m && zero_bytes != 0 && !((zeroed >> stage) & 1u);
+          ClusterTransactionBarrier::arrive_and_expect_tx(&full[stage], tx + (zero_rest ? zero_bytes : 0u));
+          uint8_t* xs = smem + L::kOffX + stage * L::kXBytes;
 #pragma unroll
-          for (int j = 0; j < KS; ++j)
-            cute::SM90_TMA_LOAD_2D::copy(&tmap_x, &full[stage], hint,
-                                         smem + L::kOffX + stage * L::kXBytes + j * L::kXTile, (kb * KS + j) * kSliceK, m0);
+          for (int j = 0; j < KS; ++j) {
+            cute::SM90_TMA_LOAD_2D::copy(map_x, &full[stage], hint, xs + j * L::kXTile, (kb * KS + j) * kSliceK, m0);
+            // x_tail_rows is a multiple of 8: the zeros land on whole 1024-byte swizzle atoms.
+            if (zero_rest)
+              cute::SM90_TMA_LOAD_2D::copy(&tmap_x_zero, &full[stage], hint, xs + j * L::kXTile + p.x_tail_rows * 128,
+                                           0, 0);
+          }
+          zeroed = last_m ? (zeroed | (1u << stage)) : (zeroed & ~(1u << stage));
         } else if (role_warp == 1) {
           // (256 u64 per block, k block, n block): the CG n64 blocks of the tile at this stage's
           // KS k64 slices (the host's box spans KS * kBlocksPerStage k blocks).
@@ -482,6 +503,8 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
   // (prefill::can_implement requires sm90a); trap rather than do nothing.
   (void)p;
   (void)tmap_x;
+  (void)tmap_x_tail;
+  (void)tmap_x_zero;
   (void)tmap_w;
   (void)tmap_s;
   (void)tmap_z;

@@ -99,6 +99,11 @@ std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, 
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, what);
 }
 
+// Zeros for the last m tile's x rows past x_tail_rows (tmap_x_zero): 256 rows of 64 16-bit
+// columns, zero-initialized when the module loads and never written.
+constexpr int kZeroRows = 256;
+__device__ uint16_t g_zero_rows[kZeroRows * 64];
+
 std::string cuda_error(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return "";
@@ -148,7 +153,8 @@ std::string describe(const GemmProblem& p) {
          str(plan.tile_n()) + "x" + str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) +
          (k.epi_rows < plan.bt ? " epi_rows=" + str(k.epi_rows) : "") +
          " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) +
-         " grid=" + str(plan.grid) + " band=" + str(plan.group_m) + (p.perm != nullptr ? " gather=1" : "");
+         " grid=" + str(plan.grid) + " band=" + str(plan.group_m) +
+         " x_tail_rows=" + str(sm90::last_tile_x_rows(plan, p.M)) + (p.perm != nullptr ? " gather=1" : "");
 }
 
 std::string launch(const GemmProblem& p, cudaStream_t stream) {
@@ -191,9 +197,16 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.group_m = plan.group_m;
   params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
 
-  CUtensorMap tmap_x, tmap_w, tmap_s, tmap_z, tmap_y;
-  params.x_rows = plan.m_tiles == 1 ? static_cast<int>(std::min<long long>(plan.bt, (p.M + 7) / 8 * 8)) : plan.bt;
-  why = tile_map_16(&tmap_x, x, p.M, p.K, params.x_rows, "x");
+  CUtensorMap tmap_x, tmap_x_tail, tmap_x_zero, tmap_w, tmap_s, tmap_z, tmap_y;
+  params.x_tail_rows = sm90::last_tile_x_rows(plan, p.M);
+  // One m tile: only the tail map is read (and a BT-row box need not exceed M's rows).
+  why = tile_map_16(&tmap_x, x, p.M, p.K, plan.m_tiles > 1 ? plan.bt : params.x_tail_rows, "x");
+  if (why.empty()) why = tile_map_16(&tmap_x_tail, x, p.M, p.K, params.x_tail_rows, "x (last m tile)");
+  void* zeros = nullptr;
+  if (why.empty() && cudaGetSymbolAddress(&zeros, g_zero_rows) != cudaSuccess) why = cuda_error("prefill zero rows");
+  // Unused (never loaded) when the last m tile fills BT rows: any legal box.
+  if (why.empty())
+    why = tile_map_16(&tmap_x_zero, zeros, kZeroRows, 64, std::max(8, plan.bt - params.x_tail_rows), "x zero rows");
   if (why.empty()) why = packed_map(&tmap_w, p, k.slices, plan.cg);
   if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n(), "scales");
   if (why.empty())
@@ -219,7 +232,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = pdl;
   cfg.numAttrs = 1;
-  void* args[] = {&params, &tmap_x, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
+  void* args[] = {&params, &tmap_x, &tmap_x_tail, &tmap_x_zero, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
   if (cudaLaunchKernelExC(&cfg, k.gemm, args) != cudaSuccess) return cuda_error("prefill gemm launch");
   if (plan.splits > 1) {
     uint16_t* y = static_cast<uint16_t*>(p.y);

@@ -33,6 +33,7 @@
 //   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -180,6 +181,18 @@ inline Plan make_plan(const GemmProblem& p) {
   if (best.splits > 1)
     best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * best.tile_n() * sizeof(float);
   return best;
+}
+
+// Rows of x a stage loads for the last m tile: its rows inside M rounded up to
+// 8 (whole 128-byte swizzle atoms); every other m tile loads BT. The producer
+// fills the slot's other rows with zeros once, the first time the slot serves
+// the last tile (gemm_kernel). A BT-row box that TMA zero-fills past M ran up to
+// 1.29x the time (int4 8B qkv, 70B qkv / o at M = 160, two BT 128 tiles, the
+// last with 32 rows); leaving the rows stale instead was slower at other M.
+// Both measured in docs/PREFILL.md, "The last m tile's x box".
+inline int last_tile_x_rows(const Plan& plan, long long M) {
+  const long long rows = M - static_cast<long long>(plan.m_tiles - 1) * plan.bt;
+  return static_cast<int>(std::min<long long>(plan.bt, (rows + 7) / 8 * 8));
 }
 
 }  // namespace sm90
