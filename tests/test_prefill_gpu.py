@@ -124,14 +124,14 @@ def test_odd_shapes(bits, K, N, group, M):
     (4, 4096, 1024, 2048, r"splits=1"),     # 256 tiles: no split
     # Stage depth (sm90::slices_for): k128 stages for the small tiles, k64 at BT 256; at least four
     # stages, int8 staging its BT 128 and 256 epilogues in two passes of half the rows to fit them
-    # (sm90::epi_rows; the last m tile's second pass clipped by TMA at M = 3000, past M at 1950).
+    # (sm90::epi_rows; the last m tile's second pass clipped by TMA at M = 3250, past M at 1950).
     (4, 100, 1024, 1024, r"tile=128x(64 k=128 stages=8|128 k=128 stages=4) splits"),
     (8, 100, 1024, 1024, r"tile=128x(64 k=128 stages=6|128 k=128 stages=4 epi_rows=64) splits"),
     (8, 64, 1024, 1024, r"tile=128x64 k=128 "),
-    # The last m tile loads only its rows of x, rounded up to 8 (sm90::last_tile_x_rows): 3000 - 11 * 256
-    # = 184, 1950 - 15 * 128 = 30 -> 32 (the producer zeros its other 96 rows once per ring slot).
-    (4, 3000, 1024, 1024, r"tile=128x256 k=64 stages=4 splits.* x_tail_rows=184"),
-    (8, 3000, 1024, 1024, r"tile=128x256 k=64 stages=4 epi_rows=128 splits"),
+    # The last m tile loads only its rows of x, rounded up to 8 (sm90::last_tile_x_rows): 3250 - 12 * 256
+    # = 178 -> 184, 1950 - 15 * 128 = 30 -> 32 (the producer zeros its other rows once per ring slot).
+    (4, 3250, 1024, 1024, r"tile=128x256 k=64 stages=4 splits.* x_tail_rows=184"),
+    (8, 3250, 1024, 1024, r"tile=128x256 k=64 stages=4 epi_rows=128 splits"),
     (8, 1950, 1024, 1024, r"tile=128x128 k=128 stages=4 epi_rows=64 splits.* x_tail_rows=32"),
 ])
 def test_plan_and_split_paths(bits, M, K, N, want, monkeypatch, capfd):
@@ -198,6 +198,41 @@ def test_wide_tile_split(bits, M, K, N, monkeypatch, capfd):
 def test_wide_tile_formats(bits, dtype, group, zeros, act_order):
     M = 128
     w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=_wide_n("ragged64"))
+    x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
+    _ran_prefill()
+
+
+# ----------------------------------------------------------------------------- the 192-token tile
+
+
+@pytest.mark.parametrize("bits,M,K,N,want", [
+    (4, 700, 1024, 4096, r"tile=128x192 k=64 stages=6 splits=1 .* x_tail_rows=128"),  # 4 x 32 tiles, ragged
+    (8, 576, 1024, 4096, r"tile=128x192 k=64 stages=5 splits=1 .* x_tail_rows=192"),  # 3 x 32, whole
+    (4, 330, 8192, 2048, r"tile=128x192 k=64 stages=6 splits=4 .* x_tail_rows=144"),  # 2 x 16, split-K
+    (8, 700, 4096, 1024, r"tile=128x192 k=64 stages=5 splits=4 "),                    # 4 x 8
+])
+def test_token_tile_192(bits, M, K, N, want, monkeypatch, capfd):
+    """BT = 192 (wgmma n192: 96 accumulators per consumer thread), whole and split. The plans are the
+    cost model's choices on 132 SMs (prefill_sm90_plan.h): a refit may move them."""
+    if _sms() != 132:
+        pytest.skip("the plans pinned here are the H200's (132 SMs)")
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
+               dtype=torch.bfloat16, seed=M + K + N + bits)
+    x, bias = _x(M, K, w.dtype, 9 * M), _bias(N, w.dtype, 11 * N)
+    y = _gemm(w, x, bias)
+    torch.cuda.synchronize()
+    line = _config(capfd, w, M)
+    assert re.search(want, line), line
+    _check(y, w.reference(x, bias), _tol(w))
+
+
+@format_cases
+def test_token_tile_192_formats(bits, dtype, group, zeros, act_order):
+    """Every format through the BT = 192 tile where the H200's planner takes it (M = 700, N = 4096)."""
+    M = 700
+    w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=4096)
     x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
     _ran_prefill()
@@ -329,17 +364,20 @@ def test_forced_prefill_names_the_offending_value(K, N, group, match):
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("M,K,N,act_order", [(70, 256, 256, False), (64, 4096, 128, True), (33, 2048, 512, False)],
-                         ids=["one_tile", "split_k_act_order", "wide_tile_split_ragged"])
-def test_prefill_small_sanitize(M, K, N, act_order):
-    w = Weight(bits=4, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=act_order,
+@pytest.mark.parametrize("bits,M,K,N,act_order", [(4, 70, 256, 256, False), (4, 64, 4096, 128, True),
+                                                   (4, 33, 2048, 512, False), (8, 150, 2048, 128, False)],
+                         ids=["one_tile", "split_k_act_order", "wide_tile_split_ragged", "bt192_split_ragged"])
+def test_prefill_small_sanitize(bits, M, K, N, act_order):
+    """Small cases of the prefill kernels' plans (on 132 SMs: one tile; split-K with the act-order gather;
+    the 192-column tile's split items past N; BT 192 split 8 ways, 150 of its 192 rows inside M)."""
+    w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=True, act_order=act_order,
                dtype=torch.bfloat16, seed=M)
     x, bias = _x(M, K, w.dtype, 1), _bias(N, w.dtype, 2)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
 
 
 @pytest.mark.sanitize
-@pytest.mark.parametrize("M", [3000, 1950], ids=["bt256_two_pass", "bt128_two_pass_past_m"])
+@pytest.mark.parametrize("M", [3250, 1950], ids=["bt256_two_pass", "bt128_two_pass_past_m"])
 def test_int8_two_pass_epilogue_sanitize(M):
     """int8's half-height epilogue staging (two TMA stores per tile; the planner's tiles are pinned by
     test_plan_and_split_paths on the same shapes)."""

@@ -52,6 +52,7 @@ LAYOUTS = {
     (4, 256, 2): (1, 4, 37888, 218240, 256),
     (8, 64, 2): (2, 6, 34816, 226432, 64), (8, 128, 2): (2, 4, 51200, 222336, 64),
     (8, 256, 2): (1, 4, 41984, 201856, 128),
+    (4, 192, 2): (1, 6, 29696, 228480, 192), (8, 192, 2): (1, 5, 33792, 219264, 192),
     (4, 64, 3): (1, 8, 15872, 152704, 64), (4, 128, 3): (1, 7, 24064, 218752, 128),
     (8, 64, 3): (1, 8, 22016, 201856, 64), (8, 128, 3): (1, 6, 30208, 231552, 128),
 }
@@ -117,11 +118,15 @@ def test_plan_invariants_everywhere(planner):
     (64, 8192, 10240, {"bt": 64, "splits": (3, 8)}),
     (64, 8192, 256, {"splits": (2, 8)}),          # 2 tiles: split-K fills the SMs
     (4096, 1024, 2048, {"splits": (1, 1)}),       # 256 tiles: no split
-    (3000, 1024, 1024, {"bt": 256}),
+    (3250, 1024, 1024, {"bt": 256}),
     # the refit's choices, measured faster than the previous model's (2026-12-02-f/experiments/ab3_fit):
     (384, 4096, 6144, {"bt": 128, "splits": (8, 8)}),    # 8B qkv: 0.81x the time of BT 256 whole
     (256, 8192, 10240, {"bt": 128, "splits": (4, 4)}),   # 70B qkv: 0.87x
     (192, 4096, 4096, {"bt": 64, "splits": (1, 1)}),     # 8B o: 0.88x
+    # BT 192, against the plans before it (2026-12-04-c call 3, int4):
+    (768, 14336, 4096, {"bt": 192, "splits": (1, 1)}),   # 8B down: 4 x 32 tiles, 0.88x of BT 256 split 4
+    (576, 8192, 8192, {"bt": 192, "splits": (2, 2)}),    # 70B o: 0.92x of BT 128 split 2
+    (192, 8192, 57344, {"bt": 192}),                     # 70B gate_up: 0.85x of BT 256
 ])
 def test_plan_choices(planner, M, K, N, want):
     t = planner.plan(M, K, N)

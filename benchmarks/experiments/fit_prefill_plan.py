@@ -31,35 +31,44 @@ SHAPES = {("llama-3-8b", "qkv"): (4096, 6144), ("llama-3-8b", "o"): (4096, 4096)
           ("llama-3-70b", "qkv"): (8192, 10240), ("llama-3-70b", "o"): (8192, 8192),
           ("llama-3-70b", "gate_up"): (8192, 57344), ("llama-3-70b", "down"): (28672, 8192)}
 # Constants: per-k64-slice ns of the 128-column tile at BT 64 / 128 / 256, per item, reduce launch,
-# reduce ns per KB of partials written + read, per-k64-slice ns of the 192-column tile at BT 64 / 128.
+# reduce ns per KB of partials written + read, per-k64-slice ns of the 192-column tile at BT 64 / 128,
+# per-k64-slice ns of the 128-column tile at BT 192.
 # "old" is the planner before 2026-12-02-f, "fit" the one after (its 192-column constants fitted on
-# 2026-12-03-e with the others held). The older models had no 192-column tile (priced out).
+# 2026-12-03-e with the others held). The older models had no 192-column tile and no BT 192 (priced
+# out); fit / fit8's BT 192 constants were fitted with the rest held on 2026-12-04-c call 3's timings
+# of a build ("bt192g", "bt192g8") that priced them halfway between BT 128's and 256's.
 NO = 1e12
-MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO),
-          "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5, NO, NO),
-          "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0),
+MODELS = {"old": (476.0, 572.0, 764.0, 0.0, 3000.0, 0.5, NO, NO, NO),
+          "table": (290.0, 410.0, 770.0, 0.0, 3000.0, 0.5, NO, NO, NO),
+          "fit": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0, 617.0),
           # the same planner before the 192-column tile existed (2026-12-02-f to 8dc57a8; int8 too)
-          "fit2": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, NO, NO),
+          "fit2": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, NO, NO, NO),
           # int8's own slice constants (2026-12-03-e; item and reduce held)
-          "fit8": (365.0, 505.0, 820.0, 135.0, 4900.0, 0.16, 547.0, 718.0),
+          "fit8": (365.0, 505.0, 820.0, 135.0, 4900.0, 0.16, 547.0, 718.0, 670.0),
+          # the first BT 192 build's guess (int4, int8), 2026-12-04-c call 3
+          "bt192g": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0, 581.0),
+          "bt192g8": (365.0, 505.0, 820.0, 135.0, 4900.0, 0.16, 547.0, 718.0, 662.0),
+          # the planners from 2026-12-03-e to 5b1b963, before BT 192 (int4, int8)
+          "fit3": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 508.0, 655.0, NO),
+          "fit83": (365.0, 505.0, 820.0, 135.0, 4900.0, 0.16, 547.0, 718.0, NO),
           # an experiment build pricing the 192-column slice at 0.6x a 128-column one (2.5x too cheap):
           # the wide tile wherever it exists, to time it (results/h200/2026-12-03-e/experiments/)
-          "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0)}
+          "cg3f": (292.0, 420.0, 742.0, 135.0, 4900.0, 0.16, 175.2, 252.0, NO)}
 # k64 slices per stage by bits and (consumer warpgroups, BT): k128 stages for BT <= 128 on 128
 # columns (int8 at BT 128 only since 2026-12-03-g: timings from before ran its k64 stages)
-SLICES = {4: {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1},
-          8: {(2, 64): 2, (2, 128): 2, (2, 256): 1, (3, 64): 1, (3, 128): 1}}
-SLICE_COL = {(2, 64): 0, (2, 128): 1, (2, 256): 2, (3, 64): 6, (3, 128): 7}
+SLICES = {4: {(2, 64): 2, (2, 128): 2, (2, 192): 1, (2, 256): 1, (3, 64): 1, (3, 128): 1},
+          8: {(2, 64): 2, (2, 128): 2, (2, 192): 1, (2, 256): 1, (3, 64): 1, (3, 128): 1}}
+SLICE_COL = {(2, 64): 0, (2, 128): 1, (2, 256): 2, (3, 64): 6, (3, 128): 7, (2, 192): 8}
 
 
 def terms(K, N, M, bt, s, cg=2, bits=4):
-    """The cost model's terms of one plan: slices per (cg, BT) (5), items, reduce launches, partial KB."""
+    """The cost model's terms of one plan: slices per (cg, BT) (6), items, reduce launches, partial KB."""
     ks = SLICES[bits][(cg, bt)]
     kst = K // (64 * ks)
     tn = 64 * cg
     T = -(-M // bt) * -(-N // tn)
     full, r = divmod(T, G)
-    f = np.zeros(8)
+    f = np.zeros(9)
     col = SLICE_COL[(cg, bt)]
     if s == 1:
         waves = math.ceil(T / G)
@@ -74,7 +83,7 @@ def terms(K, N, M, bt, s, cg=2, bits=4):
 def plan(K, N, M, c, bits=4):
     """make_plan's choice (bt, splits, cg) under constants c."""
     best = None
-    for cg, bt in ((2, 256), (2, 128), (2, 64), (3, 128), (3, 64)):
+    for cg, bt in ((2, 256), (2, 192), (2, 128), (2, 64), (3, 128), (3, 64)):
         tiles = -(-M // bt) * -(-N // (64 * cg))
         kst = K // (64 * SLICES[bits][(cg, bt)])
         splits = [1] + ([s for s in range(2, 9) if kst // s >= 4] if tiles % G else [])
@@ -132,7 +141,7 @@ def main(argv):
     c = np.linalg.lstsq(A / y[:, None], np.ones_like(y), rcond=None)[0]
     err = A @ c / y - 1
     print("slice ns BT64 %.0f BT128 %.0f BT256 %.0f, item %.0f ns, reduce %.0f ns + %.2f ns/KB, "
-          "192 columns: BT64 %.0f BT128 %.0f" % tuple(c))
+          "192 columns: BT64 %.0f BT128 %.0f, BT192 %.0f" % tuple(c))
     print(f"{len(y)} points, rms relative error {np.sqrt((err ** 2).mean()):.3f}, max {abs(err).max():.3f}")
     named, right = two_plan_points(keys, A @ c, y)
     print(f"points timed under two plans: {len(named)}, fit names the faster at {right}")

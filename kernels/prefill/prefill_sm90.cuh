@@ -26,10 +26,12 @@
 //                 the staged x), keep one stage's MMAs in flight (double-
 //                 buffered A registers), then release the previous stage to
 //                 the producer.
-// Tile (CTA): 64 CG output columns x BT tokens (CG = 3 only for BT <= 128:
-//   152 registers per consumer). The 192-column tile exists for wave
-//   quantization: 8B qkv (N = 6144) at M = 512 is 96 tiles of 128 x 256 on
-//   132 SMs, or 128 tiles of 192 x 128. When N is not a multiple of 192 the
+// Tile (CTA): 64 CG output columns x BT tokens, BT in {64, 128, 192, 256}
+//   (CG = 3 only for BT <= 128: 152 registers per consumer). BT 192 and the
+//   192-column tile exist for wave quantization: 8B qkv (N = 6144) at
+//   M = 512 is 96 tiles of 128 x 256 on 132 SMs, or 128 tiles of 192 x 128;
+//   8B down (N = 4096) at M = 768 is 96 tiles of 128 x 256 or 128 of
+//   128 x 192. When N is not a multiple of 192 the
 //   last column tile's top warpgroups lie past N: TMA zero-fills their weight
 //   and scale boxes, they compute zeros, and they store nothing.
 // Work items, claimed statically
@@ -177,6 +179,7 @@ struct Atom;
   };
 SF_PREFILL_ATOM(64, MMA_64x64x16_F32BF16BF16_RS, MMA_64x64x16_F32F16F16_RS)
 SF_PREFILL_ATOM(128, MMA_64x128x16_F32BF16BF16_RS, MMA_64x128x16_F32F16F16_RS)
+SF_PREFILL_ATOM(192, MMA_64x192x16_F32BF16BF16_RS, MMA_64x192x16_F32F16F16_RS)
 SF_PREFILL_ATOM(256, MMA_64x256x16_F32BF16BF16_RS, MMA_64x256x16_F32F16F16_RS)
 #undef SF_PREFILL_ATOM
 
@@ -586,6 +589,7 @@ KernelSet kernel_set_dtype(int cg, int bt) {
     switch (bt) {
       case 64: return make_kernel_set<BITS, BF16, 64, 2>();
       case 128: return make_kernel_set<BITS, BF16, 128, 2>();
+      case 192: return make_kernel_set<BITS, BF16, 192, 2>();
       case 256: return make_kernel_set<BITS, BF16, 256, 2>();
       default: return KernelSet{};
     }

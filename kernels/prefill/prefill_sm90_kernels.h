@@ -16,7 +16,7 @@ struct KernelSet {
   int epi_rows = 0;              // token rows per epilogue store (the y tensor map's box)
 };
 
-// cg: consumer warpgroups (2: 128-column tiles, 3: 192); bt: 64, 128 or 256
+// cg: consumer warpgroups (2: 128-column tiles, 3: 192); bt: 64, 128, 192 or 256
 // (cg 3: 64 or 128). Returns an empty set for anything else (has_tile).
 KernelSet kernels_int4(bool bf16, int cg, int bt);
 KernelSet kernels_int8(bool bf16, int cg, int bt);

@@ -29,9 +29,11 @@ static_assert(producer_regs(2) + 2 * consumer_regs(2) <= 512 && producer_regs(3)
               "setmaxnreg budgets fit the register file");
 
 // Token tiles a CG has a kernel for: the 192-column tile has 152 registers per consumer thread,
-// no room for BT = 256's 128 accumulators plus two A buffers.
+// no room for BT >= 192's 96-128 accumulators plus two A buffers. BT = 192 fills the waves
+// where M is a multiple of 192 (three, four m tiles at M = 576, 768 where BT 256 leaves a
+// quarter of the SMs idle or a split tail).
 constexpr bool has_tile(int cg, int bt) {
-  return (cg == 2 && (bt == 64 || bt == 128 || bt == 256)) || (cg == 3 && (bt == 64 || bt == 128));
+  return (cg == 2 && (bt == 64 || bt == 128 || bt == 192 || bt == 256)) || (cg == 3 && (bt == 64 || bt == 128));
 }
 
 // Stages of stage_bytes that fit beside epi_bytes of epilogue staging.
@@ -86,7 +88,7 @@ struct Layout {
 // halves, where at least four k128 stages fit (int8 at BT = 128 fits four
 // with a (64, 64) epilogue staging tile, three beside a (128, 64) one: those
 // three measured 5-8% slower than its seven k64 stages at M = 128,
-// benchmarks/results/h200/2026-12-02-f/experiments/); one for BT = 256, whose
+// benchmarks/results/h200/2026-12-02-f/experiments/); one for BT >= 192, whose
 // registers have no room for a second slice's A, and for the 192-column tile:
 // at KS = 2 ptxas serialized its BT = 64 wgmmas (C7512); it seems to allocate
 // the consumers within the 128 registers a 512-thread launch allows, not the
@@ -105,7 +107,10 @@ template <int BITS>
 constexpr int slices_bits(int cg, int bt) {
   if (!has_tile(cg, bt)) return 0;
   if (cg == 2)
-    return bt == 64 ? slices_for<BITS, 64, 2>() : bt == 128 ? slices_for<BITS, 128, 2>() : slices_for<BITS, 256, 2>();
+    return bt == 64    ? slices_for<BITS, 64, 2>()
+           : bt == 128 ? slices_for<BITS, 128, 2>()
+           : bt == 192 ? slices_for<BITS, 192, 2>()
+                       : slices_for<BITS, 256, 2>();
   return bt == 64 ? slices_for<BITS, 64, 3>() : slices_for<BITS, 128, 3>();
 }
 constexpr int slices(int bits, int bt, int cg = 2) {

@@ -5,7 +5,7 @@
 //
 // Plan (a pure function of the problem and the device's SM count G):
 //   For each tile, CG consumer warpgroups (64 CG columns: 128, or 192 with
-//   BT <= 128) by token tile BT in {256, 128, 64}: T = n_tiles * m_tiles
+//   BT <= 128) by token tile BT in {256, 192, 128, 64}: T = n_tiles * m_tiles
 //   tiles (n_tiles = ceil(N / 64 CG)) of k_stages stages each; a stage is
 //   KS = sm90::slices_for<BITS, BT, CG>() k64 slices (k128 for BT <= 128
 //   where four such stages fit) and costs stage = KS * slice_ns(BITS, BT, CG).
@@ -59,14 +59,18 @@ namespace sm90 {
 // benchmarks/results/h200/2026-12-03-h/ call 3) on the same
 // 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
 // the model named the faster of two timed int8 plans at 70 of 80 points, with
-// its own at 76.
+// its own at 76. BT 192's two constants are fitted with the rest held on the
+// timings of its first build, which priced them halfway between BT 128's and
+// 256's (581 / 662 ns; 36 int4 and 27 int8 timed BT 192 plans, eight layers,
+// M = 192-1536, benchmarks/results/h200/2026-12-04-c/ call 3): 3.2 ns per token
+// of a slice at BT 192 against 2.9 at BT 256 and 3.3 at BT 128 (int4).
 inline constexpr double slice_ns(int bits, int bt, int cg) {
   if (bits == 8) {
     if (cg == 3) return bt <= 64 ? 547.0 : 718.0;
-    return bt <= 64 ? 365.0 : bt <= 128 ? 505.0 : 820.0;
+    return bt <= 64 ? 365.0 : bt <= 128 ? 505.0 : bt <= 192 ? 670.0 : 820.0;
   }
   if (cg == 3) return bt <= 64 ? 508.0 : 655.0;
-  return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : 742.0;
+  return bt <= 64 ? 292.0 : bt <= 128 ? 420.0 : bt <= 192 ? 617.0 : 742.0;
 }
 inline constexpr int kConsumerGroups[] = {2, 3};
 inline constexpr double kItemNs = 135.0;             // per work item an SM runs
@@ -74,7 +78,7 @@ inline constexpr double kReduceLaunchNs = 4900.0;    // the extra kernel and its
 inline constexpr double kReduceBytesPerNs = 6250.0;  // partials through L2, written + read
 inline constexpr int kMaxSplits = 8;
 inline constexpr int kMinStagesPerSplit = 4;
-inline constexpr int kTokenTiles[] = {256, 128, 64};
+inline constexpr int kTokenTiles[] = {256, 192, 128, 64};
 
 inline long long plan_ceil_div(long long a, long long b) { return (a + b - 1) / b; }
 inline size_t plan_align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }

@@ -33,6 +33,7 @@ template <int BITS>
 bool layout_of(int bt, int cg) {
   if (cg == 2 && bt == 64) print_layout<BITS, 64, 2>();
   else if (cg == 2 && bt == 128) print_layout<BITS, 128, 2>();
+  else if (cg == 2 && bt == 192) print_layout<BITS, 192, 2>();
   else if (cg == 2 && bt == 256) print_layout<BITS, 256, 2>();
   else if (cg == 3 && bt == 64) print_layout<BITS, 64, 3>();
   else if (cg == 3 && bt == 128) print_layout<BITS, 128, 3>();
