@@ -148,6 +148,11 @@ inline constexpr Table kSm90 = {
     //   above it prefill is, except int8 on 8192 x 17408 (0.83, decode 0.87-0.95x) and 8B gate_up
     //   (0.84, decode 0.96-0.98x). At M = 56 decode's next regime (Stream-K over four m16 tiles)
     //   loses everywhere (1.03-1.56). The plan's balance is int8's own (its slice constants).
+    //   Re-measured after the uniform wgmma descriptors made BT 64 4-8% faster (2026-12-04-c call 6,
+    //   the same command on 30b5057): the shapes at 0.72-0.73 are ties, int4 0.96-1.03 (8192 x 8192
+    //   1.00 1.00 1.03), int8 0.97-1.06; those at 0.68 still favour decode (0.89-0.94), those above
+    //   0.8 prefill but int8 8192 x 17408 (0.94). A bound at 0.7 would move the ties to prefill for at
+    //   most 3-6% either way, so it stays at 0.8.
     //   table_verdict.py with this rule: the note at decode_max_m.
     /*unbalanced_max_m=*/48,
     /*min_balance=*/0.8,
