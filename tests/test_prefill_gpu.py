@@ -64,6 +64,17 @@ def _config(capfd, w: Weight, M: int) -> str:
     return lines[-1]
 
 
+def _check_planned(w: Weight, M: int, want: str, capfd, seed: int, note: str = ""):
+    """One call with SWORDFISH_DEBUG on (the caller sets it): the plan line matches `want`, the result
+    the fp64 reference."""
+    x, bias = _x(M, w.K, w.dtype, seed), _bias(w.N, w.dtype, seed + 1)
+    y = _gemm(w, x, bias)
+    torch.cuda.synchronize()
+    line = _config(capfd, w, M)
+    assert re.search(want, line), line
+    _check(y, w.reference(x, bias), _tol(w), note)
+
+
 # ----------------------------------------------------------------------------- M sweep
 
 
@@ -139,12 +150,7 @@ def test_plan_and_split_paths(bits, M, K, N, want, monkeypatch, capfd):
     monkeypatch.setenv("SWORDFISH_DEBUG", "1")
     w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.bfloat16, seed=M + K + N)
-    x, bias = _x(M, K, w.dtype, 7 * M), _bias(N, w.dtype, 8 * N)
-    y = _gemm(w, x, bias)
-    torch.cuda.synchronize()
-    line = _config(capfd, w, M)
-    assert re.search(want, line), line
-    _check(y, w.reference(x, bias), _tol(w))
+    _check_planned(w, M, want, capfd, seed=7 * M)
 
 
 # ----------------------------------------------------------------------------- the 192-column tile
@@ -168,13 +174,7 @@ def test_wide_tile_whole(kind, bits, monkeypatch, capfd):
     N = _wide_n(kind)
     w = Weight(bits=bits, K=256, N=N, group=64, channelwise=False, zeros=True, act_order=False,
                dtype=torch.bfloat16, seed=N + bits)
-    M = 128
-    x, bias = _x(M, w.K, w.dtype, N), _bias(N, w.dtype, N + 1)
-    y = _gemm(w, x, bias)
-    torch.cuda.synchronize()
-    line = _config(capfd, w, M)
-    assert re.search(r"tile=192x128 .* splits=1 ", line), line
-    _check(y, w.reference(x, bias), _tol(w), f"N={N}")
+    _check_planned(w, 128, r"tile=192x128 .* splits=1 ", capfd, seed=N, note=f"N={N}")
 
 
 @pytest.mark.parametrize("bits,M,K,N", [(4, 64, 2048, 384), (8, 64, 2048, 768), (4, 33, 2048, 512),
@@ -186,18 +186,17 @@ def test_wide_tile_split(bits, M, K, N, monkeypatch, capfd):
     monkeypatch.setenv("SWORDFISH_DEBUG", "1")
     w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.float16, seed=M + K + N + bits)
-    x, bias = _x(M, K, w.dtype, 3 * M), _bias(N, w.dtype, 5 * N)
-    y = _gemm(w, x, bias)
-    torch.cuda.synchronize()
-    line = _config(capfd, w, M)
-    assert re.search(r"tile=192x64 .* splits=[2-8] ", line), line
-    _check(y, w.reference(x, bias), _tol(w))
+    _check_planned(w, M, r"tile=192x64 .* splits=[2-8] ", capfd, seed=3 * M)
 
 
+@pytest.mark.parametrize("tile", ["wide", "bt192"])
 @format_cases
-def test_wide_tile_formats(bits, dtype, group, zeros, act_order):
-    M = 128
-    w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=_wide_n("ragged64"))
+def test_tile_formats(tile, bits, dtype, group, zeros, act_order):
+    """Every format through the 192-column tile (M = 128 on a ragged N that its tiles fill in one
+    wave) and through the 192-token tile (M = 700, N = 4096, where the H200's planner takes it:
+    test_token_tile_192 pins that plan)."""
+    M, N = (128, _wide_n("ragged64")) if tile == "wide" else (700, 4096)
+    w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=N)
     x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
     _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
     _ran_prefill()
@@ -220,22 +219,7 @@ def test_token_tile_192(bits, M, K, N, want, monkeypatch, capfd):
     monkeypatch.setenv("SWORDFISH_DEBUG", "1")
     w = Weight(bits=bits, K=K, N=N, group=128, channelwise=False, zeros=False, act_order=False,
                dtype=torch.bfloat16, seed=M + K + N + bits)
-    x, bias = _x(M, K, w.dtype, 9 * M), _bias(N, w.dtype, 11 * N)
-    y = _gemm(w, x, bias)
-    torch.cuda.synchronize()
-    line = _config(capfd, w, M)
-    assert re.search(want, line), line
-    _check(y, w.reference(x, bias), _tol(w))
-
-
-@format_cases
-def test_token_tile_192_formats(bits, dtype, group, zeros, act_order):
-    """Every format through the BT = 192 tile where the H200's planner takes it (M = 700, N = 4096)."""
-    M = 700
-    w = format_weight(bits, dtype, group, zeros, act_order, M, K=256, N=4096)
-    x, bias = _x(M, w.K, dtype, M), _bias(w.N, dtype, M)
-    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w))
-    _ran_prefill()
+    _check_planned(w, M, want, capfd, seed=9 * M)
 
 
 # ----------------------------------------------------------------------------- the act-order gather

@@ -29,9 +29,9 @@ static_assert(producer_regs(2) + 2 * consumer_regs(2) <= 512 && producer_regs(3)
               "setmaxnreg budgets fit the register file");
 
 // Token tiles a CG has a kernel for: the 192-column tile has 152 registers per consumer thread,
-// no room for BT >= 192's 96-128 accumulators plus two A buffers. BT = 192 fills the waves
-// where M is a multiple of 192 (three, four m tiles at M = 576, 768 where BT 256 leaves a
-// quarter of the SMs idle or a split tail).
+// no room for BT >= 192's 96-128 accumulators plus two A buffers. BT = 192 is for the M that
+// 256 and 128 tile poorly (M = 192, 576, 768: one, three, four m tiles where BT 256 needs a
+// split tail or leaves SMs idle, prefill_sm90_plan.h prices the choice).
 constexpr bool has_tile(int cg, int bt) {
   return (cg == 2 && (bt == 64 || bt == 128 || bt == 192 || bt == 256)) || (cg == 3 && (bt == 64 || bt == 128));
 }
