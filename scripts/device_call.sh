@@ -10,10 +10,10 @@
 #   dc_run tests 170 python -m pytest -q -n 16 -p no:cacheprovider tests -m "not perf" -rf
 #   dc_sanitize -k decode                      # memcheck / racecheck / synccheck on tests -m sanitize -k decode
 #
-# Carry [".whl", "prebuilt"]; build variants on the CPU machine (docs/CONTRIBUTING.md) and pack them
-# into prebuilt/variants.tar.xz (an .so compresses ~10x; the tree and what is carried must stay under
-# 64 MiB, and the committed results alone are ~49 MB since 2026-12-03-i: pack main's _C.so and
-# _C_build.json into the archive too, at its top level, and carry no loose .so).
+# Carry ["prebuilt"] (and ".whl" only to build on the device); build variants on the CPU machine
+# (docs/CONTRIBUTING.md) and pack them into prebuilt/variants.tar.xz (an .so compresses ~10x; the tree
+# and what is carried must stay under 64 MiB: pack main's _C.so and _C_build.json into the archive
+# too, at its top level, and carry no loose .so).
 
 # dc_unpack: unpack the builds carried in prebuilt/variants.tar.xz (main's at its top level, a variant V
 # under V/) into prebuilt/; nothing without the archive. dc_begin, ab_variants.sh and gpu_check.sh's
