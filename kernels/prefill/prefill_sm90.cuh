@@ -14,7 +14,9 @@
 //   A pipeline stage is KS k64 slices (prefill_sm90_layout.h: k128 for the
 //   small token tiles where four such stages fit, else k64).
 //   warpgroup 0   producer: per stage, TMA loads of x (BT tokens x 64 k, one
-//                 box per slice), of the packed slices of n64 blocks n0 / 64
+//                 box per slice; the last m tile loads only its rows and
+//                 zeros the slot's others once, Params::x_tail_rows), of the
+//                 packed slices of n64 blocks n0 / 64
 //                 .. n0 / 64 + CG - 1 (2,048 B per slice and block for int4,
 //                 4,096 B for int8, read as plain bytes: a block is a linear
 //                 byte range; one 3-D box) and of the scale (zero-point) rows,
