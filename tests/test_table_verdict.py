@@ -36,7 +36,7 @@ def test_verdict_of_the_committed_table(capsys, bits, floor):
     # The table agrees with this sweep: most points must match the fastest path. A table
     # edit that drops below this is a regression to explain (or a reason for a new sweep).
     assert within >= floor, out
-    # M = 1 is decode on every shape, M = 1024 and 8192 prefill (the dense tier from 16384).
+    # M = 1 is decode on every shape, M = 1024 and 8192 prefill (the dense tier from 12288 int8, 16384 int4).
     rows = [l for l in out.splitlines() if l.startswith("llama-3-")]
     assert len(rows) == 8
     for row in rows:

@@ -79,7 +79,19 @@ inline constexpr Table kSm90 = {
     //   0.99-1.08 (8B qkv 0.99, 70B gate_up 1.08): prefill is ahead or tied at 8192 on every shape
     //   in three runs, so the dense tier starts at the next power of two. K-heavy shapes (the two
     //   downs) behave the same.
-    // measured: int8 16384 since the uniform wgmma descriptors (2026-12-04-b call 2, build
+    // measured: int8 12288 (2026-12-04-d call 2, build a1dfa1a: python benchmarks/bench_dispatch.py
+    //   --bits 4 8 --m 4096,6144,8192,12288,16384 --paths prefill,dense,cublas --rounds 5). Dense /
+    //   prefill time, median of the same-round ratios, at M = 4096, 6144, 8192, 12288, 16384:
+    //   int8: 8B qkv 1.01 0.99 0.97 0.98 0.97   8B o 1.01 0.99 0.98 0.96 0.98   8B gate_up 1.02 1.00
+    //         0.99 0.97 0.97   8B down 1.01 0.99 0.98 0.99 1.01   70B qkv 1.02 1.01 1.01 1.01 0.96
+    //         70B o 1.01 1.00 1.01 0.98 1.01   70B gate_up 1.03 1.00 0.99 0.97 0.98   70B down 1.02
+    //         1.01 1.03 0.98 1.01
+    //   At 12288 the dense tier is ahead on seven of the eight layers (0.96-0.99) and 70B qkv ties
+    //   (1.01); at 8192 the four 8B layers favour it by 2-3% and the four 70B ones prefill by up
+    //   to 3%, which a size key could separate (not done: under the 3% the verdict resolves).
+    //   int4 in the same run: 1.03-1.04 at 4096, 0.98-1.02 at 12288 (ties), 0.98-1.03 at 16384
+    //   (70B down / o favour prefill by 3%, 70B qkv the dense tier by 2%), so int4 stays at 16384.
+    //   Before: int8 16384 since the uniform wgmma descriptors (2026-12-04-b call 2, build
     //   5d1fe80, the sweep above): 1.07-1.12 at 2048, 1.02-1.04 at 4096 (prefill ahead on all
     //   eight layers), 0.98-1.04 at 8192 (70B layers 1.02-1.04; 8B qkv 0.98, o / gate_up / down
     //   0.99-1.00); table_verdict.py int8 there: 167/168 with 16384, 165/168 with 8192, 160/168
@@ -96,7 +108,7 @@ inline constexpr Table kSm90 = {
     //   (table_verdict.py on that sweep: 54/56 points within 3% with 2048 for every layer, 56/56
     //   with this split). Before it (the per-element gather, 2026-12-02-c, M = 64, 512, 2048, 4096,
     //   8192): 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88.
-    /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/16384, /*int8_k_heavy=*/16384,
+    /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/12288, /*int8_k_heavy=*/12288,
                                  /*act_order=*/2048, /*act_order_large=*/4096},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, e.g. N = 2368 from Qwen2.5-7B's 18944 split 8 ways; a group prefill does not take),
