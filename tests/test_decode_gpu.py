@@ -386,6 +386,13 @@ def _config_flag(name):
     return m.group(1) == "true"
 
 
+def _config_int(name):
+    """A constexpr int of decode_config.h."""
+    m = re.search(rf"inline constexpr int {name} = (\d+);", _CONFIG.read_text())
+    assert m, f"{name} not found in {_CONFIG}"
+    return int(m.group(1))
+
+
 def _config_weights_per_sm():
     """kFoldMt2MaxWeightsPerSm of decode_config.h (written as 1LL << n)."""
     m = re.search(r"inline constexpr long long kFoldMt2MaxWeightsPerSm = 1LL << (\d+);", _CONFIG.read_text())
@@ -393,12 +400,12 @@ def _config_weights_per_sm():
     return 1 << int(m.group(1))
 
 
-@pytest.mark.parametrize("M", [1, 3, 8, 9, 16, 17, 32, 33, 48, 49, 64, 65])
+@pytest.mark.parametrize("M", [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 48, 49, 64, 65])
 def test_kernel_boundaries_name_their_kernel(M, monkeypatch, capfd):
     """Each M where decode_launch.cu switches kernels (swap for M <= 8, then gemm_kernel MT 1 -> 2 -> 3 -> 4
     -> two m-groups) is right on both sides, and the SWORDFISH_DEBUG line names the kernel and the
-    activation staging decode_config.h selects: lane-local for the swap kernel, CTA-shared for
-    gemm_kernel when kShareActs."""
+    activation staging decode_config.h selects: CTA-shared for the swap kernel from kSwapShareMinM
+    (lane-local below), and for gemm_kernel when kShareActs."""
     w = Weight(bits=4, K=704, N=192, group=64, channelwise=False, zeros=True, act_order=False,
                dtype=torch.bfloat16, seed=77 + M)  # a shape no other test logs
     x, bias = _x(M, w.K, w.dtype, 77 + M), _bias(w.N, w.dtype, 77 + M)
@@ -410,7 +417,8 @@ def test_kernel_boundaries_name_their_kernel(M, monkeypatch, capfd):
     lines = [l for l in capfd.readouterr().err.splitlines() if f"M={M} K=704 N=192" in l]
     assert lines, "no SWORDFISH_DEBUG line for the decode call"
     swap = M <= 8 and _config_flag("kSwapEnabled")
-    acts = "acts=cta" if not swap and _config_flag("kShareActs") else "acts=lane"
+    shared = M >= _config_int("kSwapShareMinM") if swap else _config_flag("kShareActs")  # int4 (this weight)
+    acts = "acts=cta" if shared else "acts=lane"
     mt = 1 if M <= 16 else min(4, -(-M // 16)) if M <= 64 else 3  # make_plan: M = 65 is 2 m-groups of MT 3
     assert all(f"mt={mt}" in l and (" swap" in l) == swap and acts in l for l in lines), lines
 

@@ -49,7 +49,8 @@ def check(y, w, x):
     assert torch.isfinite(y).all() and rel < 1e-2, float(rel)
 
 
-@pytest.mark.parametrize("M", [1, 6, 20, 67])  # swap kernel (pairs, 16-byte runs), gemm MT = 2, two m-groups
+# swap kernel (pairs, 16-byte runs; int4 M = 8 with CTA-shared activations), gemm MT = 2, two m-groups
+@pytest.mark.parametrize("M", [1, 6, 8, 20, 67])
 @pytest.mark.parametrize("det", [False, True], ids=["atomic", "deterministic"])
 @pytest.mark.parametrize("bits,zeros,act_order", [(4, False, False), (4, True, False), (8, False, True)])
 def test_decode_small(bits, zeros, act_order, det, M):

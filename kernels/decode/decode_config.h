@@ -202,6 +202,47 @@ SF_HOST_DEVICE constexpr int swap_smem_bytes(int bits, bool zeros) {
 static_assert(swap_smem_bytes(4, true) * kSwapCtasPerSm <= 227 * 1024, "int4 swap must fit 3 CTAs per SM");
 static_assert(swap_smem_bytes(8, true) * kSwapCtasPerSm <= 227 * 1024, "int8 swap must fit 3 CTAs per SM");
 
+// int4: the swap kernel with CTA-shared activations (as gemm_kernel's kShareActs) from this M up.
+// Lane-local staging copies the unit's (8 tokens, k64) slice once per warp, four times per CTA: at
+// M = 8 that is 1 KB of activations per 2 KB weight unit and warp, and a timing-only build that
+// staged token 0 alone ran 0.885-0.955x the time at M = 8 (0.965-1.00x at M = 4, none at M = 2;
+// benchmarks/results/h200/2026-12-04-d call 4). Shared, warps 0 .. NX - 1 each copy one 512-byte
+// ldmatrix block of the slice into the CTA's stage, all four read it, and the ring pays one CTA
+// barrier per unit (detail::run_ring<S, true>). Measured against lane-local (call 5, 4 rounds,
+// eight layers): int4 M = 8 0.945-0.972x on six layers, 1.008x / 1.022x on 8B down / qkv
+// (geometric mean 0.972x); M = 2 and 4 1.01-1.06x (the barrier, with little to save); int8
+// (a k32 unit: half the activation bytes per weight byte) 0.99-1.07x at M = 2-8. So int4 only,
+// M = 8 (M = 5-7 not measured); int8 has no shared instances.
+inline constexpr int kSwapShareMinM = 8;
+
+// Ring depth with shared activations: one more than lane-local, so that as many units are in
+// flight per warp at the wait (the refill follows the barrier), in less shared memory (one
+// activation slice per stage instead of four).
+SF_HOST_DEVICE constexpr int swap_shared_stages(int bits) { return swap_stages(bits) + 1; }
+
+// One CTA stage of the shared swap kernel, in bytes:
+//   [activations (8 tokens, block_k) as NX ldmatrix blocks of 512 B, the lane-local layout]
+//   [warp 0 slot] .. [warp 3 slot], a slot = [weights 2048][scales rows x 128][zeros rows x 128]
+SF_HOST_DEVICE constexpr SharedStageLayout swap_shared_layout(int bits, bool zeros) {
+  const int act = 8 * format::block_k(bits) * 2;
+  const int scale = kUnitBytes;
+  const int zero = scale + scale_rows_per_unit(bits) * 128;
+  const int slot = zero + (zeros ? scale_rows_per_unit(bits) * 128 : 0);
+  return SharedStageLayout{act, slot, scale, zero, act + kWarps * slot};
+}
+
+SF_HOST_DEVICE constexpr int swap_kernel_stages(int bits, bool share) {
+  return share ? swap_shared_stages(bits) : swap_stages(bits);
+}
+SF_HOST_DEVICE constexpr int swap_kernel_smem_bytes(int bits, bool zeros, bool share) {
+  return share ? swap_shared_stages(bits) * swap_shared_layout(bits, zeros).bytes : swap_smem_bytes(bits, zeros);
+}
+
+static_assert(swap_kernel_smem_bytes(4, true, true) * kSwapCtasPerSm <= 227 * 1024,
+              "the shared int4 swap kernel must fit 3 CTAs per SM");
+static_assert(swap_shared_layout(4, false).warp_offset == 2 * 512,
+              "the shared activation slice is the lane-local one: one 512-byte ldmatrix block per k32");
+
 // Epilogue kinds (Params::mode).
 enum Mode : int {
   kModeAtomic = 0,    // red.global.add into y, which the prep kernel zeroed (or set to bias)

@@ -12,7 +12,9 @@ KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold) {
   return handle_for<4>(bf16, mt, zeros, fold);
 }
 
-KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold) { return swap_handle_for<4>(bf16, zeros, fold); }
+KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold, bool share) {
+  return share ? swap_handle_share<4, true>(bf16, zeros, fold) : swap_handle_share<4, false>(bf16, zeros, fold);
+}
 
 }  // namespace decode
 }  // namespace swordfish

@@ -11,7 +11,7 @@ KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold) {
   return handle_for<8>(bf16, mt, zeros, fold);
 }
 
-KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold) { return swap_handle_for<8>(bf16, zeros, fold); }
+KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold) { return swap_handle_share<8, false>(bf16, zeros, fold); }
 
 }  // namespace decode
 }  // namespace swordfish

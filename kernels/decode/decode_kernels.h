@@ -43,8 +43,8 @@ KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold);
 KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold);
 
 // The swapped-operand instances (decode_swap.cuh, M <= kSwapMaxM): dtype x
-// zero points x FOLD.
-KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold);
+// zero points x FOLD, and for int4 x CTA-shared activations (share: M >= kSwapShareMinM).
+KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold, bool share);
 KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold);
 
 }  // namespace decode

@@ -14,7 +14,8 @@
 //             atomic mode (whole CTAs per segment where that keeps
 //             kAlignedMinFill of the grid), each CTA storing an fp32 piece per
 //             segment it touches, summed in CTA order by reduce_kernel.
-//   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand);
+//   kernel    M <= kSwapMaxM (8): swap_kernel (weights as the A operand; its
+//             activations CTA-shared at int4 M >= kSwapShareMinM);
 //             otherwise gemm_kernel<MT>, staging each unit's activations once
 //             per CTA when kShareActs; FOLD where use_fold() says so.
 //   launches  [prep_kernel: permuted x and/or y := bias or 0] -> gemm_kernel
@@ -65,6 +66,7 @@ struct Plan {
   long long grid = 0;
   int occupancy = 0;
   bool gather = false, init_y = false, pdl = false, evict_first = true, fold = false, swap = false;
+  bool share = false;  // the swap kernel with CTA-shared activations (kSwapShareMinM)
   size_t ws_x = 0, ws_partials = 0;  // bytes; ws_x is a multiple of 256
   KernelHandle kernel;
 };
@@ -151,10 +153,11 @@ bool use_fold(const GemmProblem& p, int mt) {
 // The swapped-operand kernel (decode_swap.cuh) for M <= kSwapMaxM.
 bool use_swap(const GemmProblem& p) { return kSwapEnabled && p.M <= kSwapMaxM; }
 
-KernelHandle kernel_for(const GemmProblem& p, int mt, bool fold, bool swap) {
+KernelHandle kernel_for(const GemmProblem& p, int mt, bool fold, bool swap, bool share) {
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = p.zeros != nullptr;
-  if (swap) return p.bits == 4 ? swap_handle_int4(bf16, zeros, fold) : swap_handle_int8(bf16, zeros, fold);
+  if (swap)
+    return p.bits == 4 ? swap_handle_int4(bf16, zeros, fold, share) : swap_handle_int8(bf16, zeros, fold);
   return p.bits == 4 ? gemm_handle_int4(bf16, mt, zeros, fold) : gemm_handle_int8(bf16, mt, zeros, fold);
 }
 
@@ -174,7 +177,8 @@ bool make_plan(const GemmProblem& p, Plan* pl, std::string* err) {
   pl->units = pl->segments * pl->kblocks;
   pl->fold = use_fold(p, pl->mt);
   pl->swap = use_swap(p);  // M <= 8: mt == 1, mgroups == 1
-  pl->kernel = kernel_for(p, pl->mt, pl->fold, pl->swap);
+  pl->share = pl->swap && p.bits == 4 && p.M >= kSwapShareMinM;
+  pl->kernel = kernel_for(p, pl->mt, pl->fold, pl->swap, pl->share);
   if (pl->kernel.fn == nullptr) {
     *err = "decode: no kernel instance for MT = " + std::to_string(pl->mt);
     return false;
@@ -313,7 +317,7 @@ std::string describe(const GemmProblem& p) {
   if (!make_plan(p, &pl, &why)) return why;
   return std::string("decode int") + std::to_string(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") +
          " mt=" + std::to_string(pl.mt) + (pl.swap ? " swap" : "") + (pl.fold ? " fold" : "") +
-         " acts=" + (!pl.swap && kShareActs ? "cta" : "lane") +
+         " acts=" + ((pl.swap ? pl.share : kShareActs) ? "cta" : "lane") +
          " mgroups=" + std::to_string(pl.mgroups) +
          " stages=" + std::to_string(pl.kernel.stages) + " occupancy=" + std::to_string(pl.occupancy) +
          " grid=" + std::to_string(pl.grid) + " units=" + std::to_string(pl.units) + " mode=" + mode_name(pl.mode) +

@@ -2,7 +2,9 @@
 // Host twin: decode_launch.cu (it picks this kernel when kSwapEnabled and
 // M <= kSwapMaxM). Same unit list, persistent grid, per-warp self-slot
 // cp.async ring, evict_first weight stream and epilogue modes as
-// decode_gemm.cuh; only the MMA roles change.
+// decode_gemm.cuh; only the MMA roles change. At int4 M >= kSwapShareMinM
+// (SHARE) the activations are staged once per CTA, as gemm_kernel's
+// kShareActs does: one CTA ring, a barrier per unit.
 //
 // The weight is the A operand (m16 = 16 output columns), the activations the
 // B operand (n8 = up to 8 tokens). Format v1 needs no shuffles for it: for
@@ -44,12 +46,19 @@
 namespace swordfish {
 namespace decode {
 
-// grid, block, modes: as gemm_kernel. dynamic smem: swap_smem_bytes(BITS, ZEROS),
+// grid, block, modes: as gemm_kernel. dynamic smem: swap_kernel_smem_bytes(BITS, ZEROS, SHARE),
 // which admits kSwapCtasPerSm CTAs per SM (decode_config.h).
-template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+// SHARE (M >= kSwapShareMinM): the CTA stages each unit's activation slice once,
+// for all four warps; otherwise every warp stages its own copy, lane-local.
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE>
 __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __grid_constant__ Params p) {
-  constexpr int S = swap_stages(BITS);
-  constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);
+  constexpr int S = swap_kernel_stages(BITS, SHARE);
+  constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);               // lane-local: one warp's stage
+  constexpr SharedStageLayout C = swap_shared_layout(BITS, ZEROS);        // shared: the CTA's stage
+  constexpr int STRIDE = SHARE ? C.bytes : L.bytes;                       // bytes per ring slot
+  constexpr int ACT = SHARE ? 0 : L.act_offset;                           // activations in a slot
+  constexpr int SCALES = SHARE ? C.scale_offset : L.scale_offset;         // from the warp's weight slot
+  constexpr int ZPS = SHARE ? C.zero_offset : L.zero_offset;
   constexpr int NS = slices_per_unit(BITS);
   constexpr int NX = NS / 2;  // ldmatrix.x4 (k32) per unit
   constexpr int BK = format::block_k(BITS);
@@ -61,16 +70,36 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
-  // ---- this warp's units (decode_gemm.cuh); here mgroups == 1
+  // ---- units (decode_gemm.cuh); here mgroups == 1. Lane-local: this warp's cut
+  // of the CTA's range (an idle warp may leave: no barriers). Shared: the CTA's
+  // whole range for every warp (all take part in every barrier; a warp whose
+  // column does not exist in the last quad streams the last column again and
+  // skips its MMAs and flush there).
   long long u0, u1;
-  const int n = detail::warp_units(p, warp, 1, u0, u1);
+  int n;
+  if constexpr (SHARE) {
+    detail::cta_units(p, u0, u1);
+    n = u0 < u1 ? static_cast<int>(u1 - u0) : 0;  // CTA-uniform
+  } else {
+    n = detail::warp_units(p, warp, 1, u0, u1);
+  }
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
-  detail::enter_dependent(p, 4 * pos0.q + warp, pos0.kb, S, lane);
+  detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, S, lane);
   const int piece0 = detail::first_piece(p, u0 - pos0.kb);
 
-  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(warp * S * L.bytes);
-  detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
+  // Lane-local: one ring per warp. Shared: one ring for the CTA, each slot the
+  // activation slice first, then the warps' weight slots (wslot).
+  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(SHARE ? 0 : warp * S * L.bytes);
+  const uint32_t wslot = SHARE ? static_cast<uint32_t>(C.warp_offset + warp * C.warp_bytes) : 0u;
+  // Activation slots start as zeros (tokens >= M are never copied). Shared: other
+  // warps copy into what this one zeroes, so a barrier separates the two.
+  if constexpr (SHARE) {
+    detail::zero_ring<S, NX * 512, kThreads>(ring, STRIDE, threadIdx.x);
+    __syncthreads();
+  } else {
+    detail::zero_ring<S, NX * 512, 32>(ring + L.act_offset, L.bytes, lane);
+  }
 
   // int4 g32: two scale rows per k64 unit (FOLD never runs g32: decode_launch.cu's use_fold)
   const bool two_rows = BITS == 4 && !FOLD && p.gshift == 5;
@@ -78,27 +107,33 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   // ---- producer
   const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
   const int x_tok = lane & 7;                  // ldmatrix: lane l addresses row l % 8 of matrix l / 8
-  const bool x_live = x_tok < p.M;             // tokens >= M: slot stays zero
+  // tokens >= M: slot stays zero. Shared: warp h < NX copies ldmatrix block h
+  // (k32 h of the unit) for the CTA, as every warp copies all NX lane-local.
+  const bool x_live = x_tok < p.M && (!SHARE || warp < NX);
   const int x_col = (lane >> 3) * 8;           // matrix l / 8 = k 8 (l / 8) .. + 7 of the k32
   int p_kb = pos0.kb, p_q = pos0.q;
   const uint8_t* p_w = nullptr;
   const uint16_t* p_x = nullptr;
   int p_scol = 0;
   auto seek = [&]() {
-    const int col = 4 * p_q + warp;
+    const int col = SHARE ? min(4 * p_q + warp, p.ncols - 1) : 4 * p_q + warp;
     p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
-    p_x = p.x + static_cast<long long>(x_live ? x_tok : 0) * p.K + p_kb * BK + x_col;
+    p_x = p.x + static_cast<long long>(x_live ? x_tok : 0) * p.K + p_kb * BK + x_col + (SHARE ? 32 * warp : 0);
     p_scol = col * format::kBlockN + 2 * lane;
   };
   seek();
 
   auto issue = [&](uint32_t st) {
-    detail::issue_weights(st, p_w, pol, lane);
+    detail::issue_weights(st + wslot, p_w, pol, lane);
     if (x_live) {
+      if constexpr (SHARE) {
+        ptx::cp_async_16_ca(st + warp * 512 + lane * 16, p_x);
+      } else {
 #pragma unroll
-      for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
+        for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
+      }
     }
-    detail::issue_scales<BITS, ZEROS>(st + L.scale_offset, st + L.zero_offset, p, p_kb * BK, p_scol, two_rows, lane);
+    detail::issue_scales<BITS, ZEROS>(st + wslot + SCALES, st + wslot + ZPS, p, p_kb * BK, p_scol, two_rows, lane);
     p_w += kUnitBytes;  // unconditional: seek() overwrites both at a column change
     p_x += BK;
     if (++p_kb == p.kblocks) {
@@ -163,21 +198,21 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   auto consume = [&](uint32_t st, auto fresh_tag) {
     constexpr bool FRESH = decltype(fresh_tag)::value;
     uint4 wv[format::kSubtiles];
-    detail::lds_weights(wv, st, lane);
+    detail::lds_weights(wv, st + wslot, lane);
     uint32_t xb[NX][4];
 #pragma unroll
-    for (int h = 0; h < NX; ++h) ptx::ldmatrix_x4(xb[h], st + L.act_offset + h * 512 + lane * 16);
+    for (int h = 0; h < NX; ++h) ptx::ldmatrix_x4(xb[h], st + ACT + h * 512 + lane * 16);
     uint32_t sp[8] = {}, zp[8] = {};
     if constexpr (!FOLD) {
-      detail::expand_row(st + L.scale_offset, lane, sp);
-      if constexpr (ZEROS) detail::expand_row(st + L.zero_offset, lane, zp);
+      detail::expand_row(st + wslot + SCALES, lane, sp);
+      if constexpr (ZEROS) detail::expand_row(st + wslot + ZPS, lane, zp);
     }
 #pragma unroll
     for (int sl = 0; sl < NS; ++sl) {
       if constexpr (BITS == 4 && !FOLD) {
         if (sl == 2 && two_rows) {
-          detail::expand_row(st + L.scale_offset + 128, lane, sp);
-          if constexpr (ZEROS) detail::expand_row(st + L.zero_offset + 128, lane, zp);
+          detail::expand_row(st + wslot + SCALES + 128, lane, sp);
+          if constexpr (ZEROS) detail::expand_row(st + wslot + ZPS + 128, lane, zp);
         }
       }
       const uint32_t b0 = xb[sl >> 1][2 * (sl & 1)], b1 = xb[sl >> 1][2 * (sl & 1) + 1];
@@ -209,8 +244,8 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   // them there: half the fold's instructions on the M = 1 path.
   auto fold = [&](uint32_t st) {
     float s[8], z[8] = {};
-    detail::expand_row_f32<BF16>(st + L.scale_offset, lane, s);
-    if constexpr (ZEROS) detail::expand_row_f32<BF16>(st + L.zero_offset, lane, z);
+    detail::expand_row_f32<BF16>(st + wslot + SCALES, lane, s);
+    if constexpr (ZEROS) detail::expand_row_f32<BF16>(st + wslot + ZPS, lane, z);
     auto fold_one = [&](int m, int i) {
       const int c = 2 * m + (i >> 1);
       const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[i], raw[m][i]) : raw[m][i];
@@ -310,41 +345,48 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   int seg_left = min(p.kblocks - pos0.kb, n);
   int c_q = pos0.q;
   int c_kb = pos0.kb;
-  detail::run_ring<S>(n, ring, L.bytes, issue, [&](int it, uint32_t cons) {
+  // (shared: one CTA barrier per unit; a warp past the last column keeps the
+  // barriers and the copies, nothing else)
+  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
-    if (FOLD && (c_kb & p.fold_mask) == 0) {
-      consume(cons, std::true_type{});
-    } else {
-      consume(cons, std::false_type{});
+    const bool live = !SHARE || 4 * c_q + warp < p.ncols;
+    if (live) {
+      if (FOLD && (c_kb & p.fold_mask) == 0) {
+        consume(cons, std::true_type{});
+      } else {
+        consume(cons, std::false_type{});
+      }
     }
     if constexpr (FOLD) {
       const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
       if (++c_kb == p.kblocks) c_kb = 0;
-      if (group_end || seg_end) fold(cons);
+      if (live && (group_end || seg_end)) fold(cons);
     }
     if (seg_end) {
-      flush(c_q);
+      if (live) flush(c_q);
       ++c_q;
       seg_left = min(p.kblocks, n - it - 1);
     }
   });
 }
 
-template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE>
 KernelHandle make_swap_handle() {
-  return KernelHandle{reinterpret_cast<const void*>(&swap_kernel<BITS, BF16, ZEROS, FOLD>),
-                      swap_smem_bytes(BITS, ZEROS), swap_stages(BITS)};
+  return KernelHandle{reinterpret_cast<const void*>(&swap_kernel<BITS, BF16, ZEROS, FOLD, SHARE>),
+                      swap_kernel_smem_bytes(BITS, ZEROS, SHARE), swap_kernel_stages(BITS, SHARE)};
 }
 
-// Instances for one bit width: dtype x zero points x FOLD.
-template <int BITS>
-KernelHandle swap_handle_for(bool bf16, bool zeros, bool fold) {
+// Instances for one bit width: dtype x zero points x FOLD x shared activations.
+template <int BITS, bool SHARE>
+KernelHandle swap_handle_share(bool bf16, bool zeros, bool fold) {
   if (bf16) {
-    if (fold) return zeros ? make_swap_handle<BITS, true, true, true>() : make_swap_handle<BITS, true, false, true>();
-    return zeros ? make_swap_handle<BITS, true, true, false>() : make_swap_handle<BITS, true, false, false>();
+    if (fold)
+      return zeros ? make_swap_handle<BITS, true, true, true, SHARE>() : make_swap_handle<BITS, true, false, true, SHARE>();
+    return zeros ? make_swap_handle<BITS, true, true, false, SHARE>() : make_swap_handle<BITS, true, false, false, SHARE>();
   }
-  if (fold) return zeros ? make_swap_handle<BITS, false, true, true>() : make_swap_handle<BITS, false, false, true>();
-  return zeros ? make_swap_handle<BITS, false, true, false>() : make_swap_handle<BITS, false, false, false>();
+  if (fold)
+    return zeros ? make_swap_handle<BITS, false, true, true, SHARE>() : make_swap_handle<BITS, false, false, true, SHARE>();
+  return zeros ? make_swap_handle<BITS, false, true, false, SHARE>() : make_swap_handle<BITS, false, false, false, SHARE>();
 }
 
 }  // namespace decode
