@@ -60,13 +60,15 @@ dc_run() {
 }
 
 # dc_ab_run SECONDS BENCH...: scripts/ab_variants.sh under a timeout, its knobs (VARIANTS, ROUNDS,
-# TESTS, *_ARGS) set by the caller; the A/B tables, the log and the named benches' per-round JSON
-# (ab/BENCH/) land in $R. dc_ab and dc_ab_prefill below are the two usual settings.
+# TESTS, *_ARGS) set by the caller; the A/B tables, its round log (ab_log.txt, beside the call's own
+# log.txt) and the named benches' per-round JSON (ab/BENCH/) land in $R. dc_ab and dc_ab_prefill
+# below are the two usual settings.
 dc_ab_run() {
   local secs=$1 b
   shift
   timeout "$secs" bash scripts/ab_variants.sh > "$R/ab_stdout.txt" 2>&1
-  cp /tmp/ab/ab_*.txt /tmp/ab/log.txt "$R"/ 2>/dev/null
+  cp /tmp/ab/ab_*.txt "$R"/ 2>/dev/null
+  cp /tmp/ab/log.txt "$R/ab_log.txt" 2>/dev/null
   mkdir -p "$R/ab"
   for b in "$@"; do cp -r "/tmp/ab/$b" "$R/ab/" 2>/dev/null; done
   dc_pack ab

@@ -379,25 +379,27 @@ def test_llama_shape_m1():
 _CONFIG = pathlib.Path(__file__).resolve().parents[1] / "kernels" / "decode" / "decode_config.h"
 
 
-def _config_flag(name):
-    """A constexpr bool of decode_config.h, read from the source the extension was built from."""
-    m = re.search(rf"inline constexpr bool {name} = (true|false);", _CONFIG.read_text())
+def _config_value(ctype, name, pattern):
+    """The value of `inline constexpr CTYPE NAME = ...;` in decode_config.h, read from the source the
+    extension was built from."""
+    m = re.search(rf"inline constexpr {ctype} {name} = ({pattern});", _CONFIG.read_text())
     assert m, f"{name} not found in {_CONFIG}"
-    return m.group(1) == "true"
+    return m.group(1)
+
+
+def _config_flag(name):
+    """A constexpr bool of decode_config.h."""
+    return _config_value("bool", name, "true|false") == "true"
 
 
 def _config_int(name):
     """A constexpr int of decode_config.h."""
-    m = re.search(rf"inline constexpr int {name} = (\d+);", _CONFIG.read_text())
-    assert m, f"{name} not found in {_CONFIG}"
-    return int(m.group(1))
+    return int(_config_value("int", name, r"\d+"))
 
 
 def _config_weights_per_sm():
     """kFoldMt2MaxWeightsPerSm of decode_config.h (written as 1LL << n)."""
-    m = re.search(r"inline constexpr long long kFoldMt2MaxWeightsPerSm = 1LL << (\d+);", _CONFIG.read_text())
-    assert m, f"kFoldMt2MaxWeightsPerSm not found in {_CONFIG}"
-    return 1 << int(m.group(1))
+    return 1 << int(_config_value("long long", "kFoldMt2MaxWeightsPerSm", r"1LL << \d+").split("<<")[1])
 
 
 @pytest.mark.parametrize("M", [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 48, 49, 64, 65])

@@ -10,10 +10,10 @@ import pytest
 import repo_scripts
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-# The newest GPU sweep (2026-12-04-c call 4, the 192-token tile on 5b1b963; 3 rounds); the decode /
-# prefill crossovers and the dense / decode set come from 2026-12-03-d, int8's dense-vs-prefill
-# threshold from 2026-12-04-b call 2, and still hold on it: 167/168 int4 and 167/168 int8 points within
-# 3% of the fastest path, and 168/168 and 167/168 with prefill left out.
+# The newest GPU sweep (2026-12-04-c call 4, the 192-token tile on 5b1b963; 3 rounds, M <= 8192); the
+# decode / prefill crossovers and the dense / decode set come from 2026-12-03-d, int8's dense-vs-prefill
+# threshold (12288, above this sweep's M) from 2026-12-04-d call 2, and still hold on it: 167/168 int4
+# and 167/168 int8 points within 3% of the fastest path, and 168/168 and 167/168 with prefill left out.
 SWEEP_DIR = ROOT / "benchmarks" / "results" / "h200" / "2026-12-04-c" / "call4_logs" / "dispatch"
 SWEEP = SWEEP_DIR / "dispatch_int4.json"
 MS = [1, 16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, 8192]

@@ -101,12 +101,15 @@ struct SharedStageLayout {
   int zero_offset;   // in a warp slot
   int bytes;         // the whole stage
 };
-SF_HOST_DEVICE constexpr SharedStageLayout shared_stage_layout(int bits, int mt, bool zeros) {
-  const int act = mt * 16 * format::block_k(bits) * 2;
+// A shared stage with `act` bytes of activations ahead of the four warp slots.
+SF_HOST_DEVICE constexpr SharedStageLayout shared_layout_after(int act, int bits, bool zeros) {
   const int scale = kUnitBytes;
   const int zero = scale + scale_rows_per_unit(bits) * 128;
   const int slot = zero + (zeros ? scale_rows_per_unit(bits) * 128 : 0);
   return SharedStageLayout{act, slot, scale, zero, act + kWarps * slot};
+}
+SF_HOST_DEVICE constexpr SharedStageLayout shared_stage_layout(int bits, int mt, bool zeros) {
+  return shared_layout_after(mt * 16 * format::block_k(bits) * 2, bits, zeros);
 }
 
 SF_HOST_DEVICE constexpr int shared_smem_bytes(int bits, int mt, bool zeros) {
@@ -220,15 +223,10 @@ inline constexpr int kSwapShareMinM = 8;
 // activation slice per stage instead of four).
 SF_HOST_DEVICE constexpr int swap_shared_stages(int bits) { return swap_stages(bits) + 1; }
 
-// One CTA stage of the shared swap kernel, in bytes:
-//   [activations (8 tokens, block_k) as NX ldmatrix blocks of 512 B, the lane-local layout]
-//   [warp 0 slot] .. [warp 3 slot], a slot = [weights 2048][scales rows x 128][zeros rows x 128]
+// One CTA stage of the shared swap kernel: shared_stage_layout's warp slots behind the
+// (8 tokens, block_k) activation slice as NX ldmatrix blocks of 512 B (the lane-local layout).
 SF_HOST_DEVICE constexpr SharedStageLayout swap_shared_layout(int bits, bool zeros) {
-  const int act = 8 * format::block_k(bits) * 2;
-  const int scale = kUnitBytes;
-  const int zero = scale + scale_rows_per_unit(bits) * 128;
-  const int slot = zero + (zeros ? scale_rows_per_unit(bits) * 128 : 0);
-  return SharedStageLayout{act, slot, scale, zero, act + kWarps * slot};
+  return shared_layout_after(8 * format::block_k(bits) * 2, bits, zeros);
 }
 
 SF_HOST_DEVICE constexpr int swap_kernel_stages(int bits, bool share) {

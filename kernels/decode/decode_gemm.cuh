@@ -322,6 +322,20 @@ SF_DEVICE int warp_units(const Params& p, int warp, int mgroups, long long& u0, 
   return u0 < u1 ? static_cast<int>(u1 - u0) : 0;
 }
 
+// The units a thread streams, by activation staging (SHARE, as run_ring's SYNC):
+// lane-local, its warp's cut (warp_units: an idle warp may leave, no barriers);
+// shared, the CTA's whole range for every warp (CTA-uniform: all take part in
+// every copy and barrier). Returns how many (0: none).
+template <bool SHARE>
+SF_DEVICE int ring_units(const Params& p, int warp, int mgroups, long long& u0, long long& u1) {
+  if constexpr (SHARE) {
+    cta_units(p, u0, u1);
+    return u0 < u1 ? static_cast<int>(u1 - u0) : 0;
+  } else {
+    return warp_units(p, warp, mgroups, u0, u1);
+  }
+}
+
 // Where flat unit u lies: quad, m-group, k-block (mgroups folded as above).
 struct UnitPos {
   int q, mg, kb;
@@ -466,18 +480,10 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
   const int lane = tid & 31;
   const int warp = tid >> 5;
 
-  // ---- units [u0, u1): lane-local, this warp's cut of the CTA's range (an
-  // idle warp may leave: no barriers); shared, the CTA's whole range for every
-  // warp (all take part in every copy and barrier; a warp whose column does not
-  // exist in the last quad skips its MMAs and flush there).
+  // ---- units [u0, u1) (detail::ring_units). Shared: a warp whose column does
+  // not exist in the last quad skips its MMAs and flush there.
   long long u0, u1;
-  int n;
-  if constexpr (SHARE) {
-    detail::cta_units(p, u0, u1);
-    n = u0 < u1 ? static_cast<int>(u1 - u0) : 0;  // CTA-uniform
-  } else {
-    n = detail::warp_units(p, warp, p.mgroups, u0, u1);
-  }
+  const int n = detail::ring_units<SHARE>(p, warp, p.mgroups, u0, u1);
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, p.mgroups);
   // kGemmPrefetchUnits (decode_config.h: none, measured faster than the swap kernel's ring prefetch here).

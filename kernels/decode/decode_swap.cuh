@@ -70,19 +70,11 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
-  // ---- units (decode_gemm.cuh); here mgroups == 1. Lane-local: this warp's cut
-  // of the CTA's range (an idle warp may leave: no barriers). Shared: the CTA's
-  // whole range for every warp (all take part in every barrier; a warp whose
-  // column does not exist in the last quad streams the last column again and
-  // skips its MMAs and flush there).
+  // ---- units [u0, u1) (detail::ring_units); here mgroups == 1. Shared: a warp
+  // whose column does not exist in the last quad streams the last column again
+  // and skips its MMAs and flush there.
   long long u0, u1;
-  int n;
-  if constexpr (SHARE) {
-    detail::cta_units(p, u0, u1);
-    n = u0 < u1 ? static_cast<int>(u1 - u0) : 0;  // CTA-uniform
-  } else {
-    n = detail::warp_units(p, warp, 1, u0, u1);
-  }
+  const int n = detail::ring_units<SHARE>(p, warp, 1, u0, u1);
   if (n == 0) return;
   const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
   detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, S, lane);
