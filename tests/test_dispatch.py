@@ -50,11 +50,11 @@ class Tables:
     def table(self, cc) -> dict:
         name, values = self.ask([f"table {cc[0]} {cc[1]}"])[0].split("|")
         v = [int(x) for x in values.split()]
-        keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order", "act_order_large")
+        keys = ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order", "act_order_large", "int8_small")
         return {"name": name, "decode_max_m": v[0], "decode_underfill_max_m": v[1], "prefill_tile_n": v[2],
-                "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:10])), "decode": dict(zip(keys, v[10:16])),
-                "decode_max_m_int8": v[16], "small_kn": v[17], "small_max_m": v[18], "small_max_m_int8": v[19],
-                "small_k_heavy_max_m_int8": v[20], "unbalanced_max_m": v[21], "min_balance": v[22] / 1000}
+                "decode_k_heavy_max_m": v[3], "fused": dict(zip(keys, v[4:11])), "decode": dict(zip(keys, v[11:18])),
+                "decode_max_m_int8": v[18], "small_kn": v[19], "small_max_m": v[20], "small_max_m_int8": v[21],
+                "small_k_heavy_max_m_int8": v[22], "unbalanced_max_m": v[23], "min_balance": v[24] / 1000}
 
     def balance(self, cc, sms, M, K, N, bits) -> float:
         """The prefill plan's balance the dispatcher reads (arch_tables.hpp prefill_balance), to 1e-3."""
@@ -140,6 +140,8 @@ def threshold(t: dict, bits: int, K: int, N: int, act: bool, which: str = "decod
     d = t[which]
     heavy = K >= 2 * N
     m = d[("int4" if bits == 4 else "int8") + ("_k_heavy" if heavy else "")]
+    if bits == 8 and K * N <= t["small_kn"] and d["int8_small"] != -1:
+        m = d["int8_small"]
     m = float("inf") if m == NEVER else m
     if act and N <= 2 * K:
         a = d["act_order_large"] if K * N > t["small_kn"] and d["act_order_large"] != -1 else d["act_order"]
@@ -254,11 +256,28 @@ def test_sm90_act_order_goes_dense_later_on_large_layers(tables):
     assert tables.choose(SM90, H200_SMS, 2048, 14336, 4096 + 128, 4, act=True, prefill=True) == PREFILL
 
 
+def test_sm90_int8_goes_dense_earlier_on_small_layers(tables):
+    """int8 prefill gives way to the dense tier at M = 8192 on the 8B-class layers (K * N <= small_kn,
+    K-heavy 8B down included) and at 12288 on the rest; int4 keeps 16384 everywhere."""
+    t = tables.table(SM90)
+    assert t["fused"]["int8_small"] == 8192 and t["fused"]["int8"] == 12288 and t["decode"]["int8_small"] == -1
+    for (K, N), m0 in ((O_8B, 8192), (QKV_8B, 8192), (DOWN_8B, 8192), (GATE_UP_8B, 12288), (QKV_70B, 12288),
+                       (DOWN_70B, 12288)):
+        assert tables.choose(SM90, H200_SMS, m0 - 1, K, N, 8, prefill=True) == PREFILL, (K, N)
+        assert tables.choose(SM90, H200_SMS, m0, K, N, 8, prefill=True) == DENSE, (K, N)
+        assert tables.choose(SM90, H200_SMS, m0, K, N, 4, prefill=True) == PREFILL, (K, N)
+    # the bound is the small-layer one: 128 output columns past 14336 x 4096 (8B down) is large
+    assert tables.choose(SM90, H200_SMS, 8192, 14336, 4096 + 128, 8, prefill=True) == PREFILL
+    # the dense-vs-decode set (no prefill) is not refined: int8 8B o goes dense where int8 does
+    assert tables.choose(SM90, H200_SMS, t["decode"]["int8"], *O_8B, 8) == DENSE
+
+
 def test_other_tables_have_no_refinements(tables):
     for cc in (SM100, THOR, ADA):
         t = tables.table(cc)
         assert t["decode_max_m_int8"] == -1 and t["small_kn"] == 0 and t["small_k_heavy_max_m_int8"] == -1
         assert t["fused"]["act_order_large"] == -1 and t["decode"]["act_order_large"] == -1
+        assert t["fused"]["int8_small"] == -1 and t["decode"]["int8_small"] == -1
 
 
 def test_sm90_table_is_marked_provisional_until_measured(tables):

@@ -8,7 +8,8 @@
 //
 // The decision, in order:
 //   1. Dense tier, when it can run the problem and M reaches the table's
-//      threshold for (bits, K-heavy) or, with act-order and N <= 2K, the
+//      threshold for (bits, K-heavy; int8 also per layer size where a table
+//      says so) or, with act-order and N <= 2K, the
 //      act-order threshold (per layer size where a table says so), whichever
 //      is lower. Two sets of thresholds: one
 //      against the fused paths when the prefill mainloop can run the problem,
@@ -59,6 +60,8 @@ struct DenseFrom {
   int int8_k_heavy = kNever;  // K >= 2N
   int act_order = kNever;     // act-order weights with N <= 2K (either bit width)
   int act_order_large = kSame;  // ... on layers with K * N > Table::small_kn: this instead of act_order
+  int int8_small = kSame;       // int8 on layers with K * N <= Table::small_kn: this instead of int8 /
+                                // int8_k_heavy
 };
 
 struct Table {
@@ -88,9 +91,10 @@ constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K
 // The dense threshold that applies to p under `d` (small_kn: the table's small-layer bound).
 constexpr int dense_from(const DenseFrom& d, const GemmProblem& p, long long small_kn) {
   const bool heavy = k_heavy(p);
+  const bool large = static_cast<long long>(p.K) * p.N > small_kn;
   int m = p.bits == 4 ? (heavy ? d.int4_k_heavy : d.int4) : (heavy ? d.int8_k_heavy : d.int8);
+  if (p.bits == 8 && !large && d.int8_small != kSame) m = d.int8_small;
   if (p.perm != nullptr && static_cast<long long>(p.N) <= 2LL * p.K) {
-    const bool large = static_cast<long long>(p.K) * p.N > small_kn;
     const int act = large && d.act_order_large != kSame ? d.act_order_large : d.act_order;
     if (act < m) m = act;
   }

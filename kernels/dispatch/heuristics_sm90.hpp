@@ -87,8 +87,8 @@ inline constexpr Table kSm90 = {
     //         70B o 1.01 1.00 1.01 0.98 1.01   70B gate_up 1.03 1.00 0.99 0.97 0.98   70B down 1.02
     //         1.01 1.03 0.98 1.01
     //   At 12288 the dense tier is ahead on seven of the eight layers (0.96-0.99) and 70B qkv ties
-    //   (1.01); at 8192 the four 8B layers favour it by 2-3% and the four 70B ones prefill by up
-    //   to 3%, which a size key could separate (not done: under the 3% the verdict resolves).
+    //   (1.01); at 8192 the four 8B layers favour it by 1-3% and the four 70B ones prefill by up
+    //   to 3%: the small layers' own threshold below.
     //   int4 in the same run: 1.03-1.04 at 4096, 0.98-1.02 at 12288 (ties), 0.98-1.03 at 16384
     //   (70B down / o favour prefill by 3%, 70B qkv the dense tier by 2%), so int4 stays at 16384.
     //   Before: int8 16384 since the uniform wgmma descriptors (2026-12-04-b call 2, build
@@ -98,6 +98,12 @@ inline constexpr Table kSm90 = {
     //   with 4096. Before (4096): 1.04-1.12 at 2048, 0.99-1.01 at 4096, 0.93-0.99 at 8192
     //   (2026-12-02-c); 0.99-1.02 at 4096, 0.95-1.00 at 8192 (2026-12-02-e); 0.98-1.04 at 8192
     //   (2026-12-03-i, the 8B layers dense-favoured by 3-4%).
+    // measured: int8 on the small layers (K * N <= small_kn: 8B qkv, o, down) 8192. Dense / prefill
+    //   at M = 8192: 8B qkv 0.97 0.96, 8B o 0.98 0.97, 8B down 0.98 0.97 (2026-12-04-d call 2 and
+    //   2026-12-04-c call 4, where the dispatcher's prefill at 8B qkv M = 8192 was the sweep's one
+    //   int8 miss, 1.04x the dense tier's time); 0.99-1.00 at 6144. 8B gate_up, a large layer by
+    //   K * N, reads 0.99 / 0.98 at 8192 and keeps 12288 (within 3% either way); the 70B layers
+    //   favour prefill at 8192 (1.01-1.04, 70B o 0.99-1.01).
     // measured: act-order (N <= 2K) 2048 on the small layers (K * N <= small_kn, below), 4096 on
     //   the large ones: prefill pays a gather pass over x that the dense tier folds into its
     //   dequant writes. With the row-staged gather (decode::gather_columns, 2026-12-03-h call 5:
@@ -109,7 +115,7 @@ inline constexpr Table kSm90 = {
     //   with this split). Before it (the per-element gather, 2026-12-02-c, M = 64, 512, 2048, 4096,
     //   8192): 8B o 1.45 0.96 0.84 0.81 0.79, 70B o 2.50 1.32 1.01 0.91 0.88.
     /*dense_vs_fused=*/DenseFrom{/*int4=*/16384, /*int4_k_heavy=*/16384, /*int8=*/12288, /*int8_k_heavy=*/12288,
-                                 /*act_order=*/2048, /*act_order_large=*/4096},
+                                 /*act_order=*/2048, /*act_order_large=*/4096, /*int8_small=*/8192},
     // Dense against decode alone: problems the prefill mainloop cannot run (K or N not a multiple
     // of 128, e.g. N = 2368 from Qwen2.5-7B's 18944 split 8 ways; a group prefill does not take),
     // and builds without sm_90a code.

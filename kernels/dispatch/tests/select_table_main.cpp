@@ -6,8 +6,8 @@
 //       -> the Path value heuristics::choose returns
 //   table CC_MAJOR CC_MINOR
 //       -> name|decode_max_m decode_underfill_max_m prefill_tile_n decode_k_heavy_max_m
-//          fused: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large
-//          decode: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large
+//          fused: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large int8_small
+//          decode: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large int8_small
 //          (kNever and kSame printed as -1)
 //          decode_max_m_int8 small_kn small_max_m small_max_m_int8 small_k_heavy_max_m_int8
 //          (kSame printed as -1) unbalanced_max_m min_balance x 1000 (an integer)
@@ -32,8 +32,9 @@ const int32_t kPresent = 0;
 long long shown(int v) { return v == kNever ? -1 : v; }
 
 void print_dense(const DenseFrom& d) {
-  std::printf(" %lld %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8),
-              shown(d.int8_k_heavy), shown(d.act_order), shown(d.act_order_large));  // kSame is -1 already
+  std::printf(" %lld %lld %lld %lld %lld %lld %lld", shown(d.int4), shown(d.int4_k_heavy), shown(d.int8),
+              shown(d.int8_k_heavy), shown(d.act_order), shown(d.act_order_large),
+              shown(d.int8_small));  // kSame is -1 already
 }
 }  // namespace
 
