@@ -118,6 +118,17 @@ def test_b200_act_order_goes_dense_from_512_when_n_le_2k(tables):
     assert tables.choose(SM100, B200_SMS, 4096, K, N, 4, act=True, prefill=True) == DENSE
 
 
+def test_b200_without_prefill_goes_dense_no_later_than_the_h200(tables):
+    """Unmeasured on Blackwell: the no-prefill thresholds are the H200's measured ones at most. The
+    dense tier speeds up more than decode there (cuBLAS ~2x, HBM ~1.7x; mma.sync about the SM count)."""
+    b200, h200 = tables.table(SM100)["decode"], tables.table(SM90)["decode"]
+    for key in ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order"):
+        assert 0 < b200[key] <= h200[key], key
+    K, N = QKV_8B
+    assert tables.choose(SM100, B200_SMS, b200["int4"] - 1, K, N, 4) == DECODE
+    assert tables.choose(SM100, B200_SMS, b200["int4"], K, N, 4) == DENSE
+
+
 def test_thor_dense_serves_int8_only(tables):
     K, N = QKV_8B
     assert tables.choose(THOR, THOR_SMS, 1 << 20, K, N, 4, prefill=True) != DENSE

@@ -31,9 +31,15 @@ inline constexpr Table kSm100 = {
                                  /*act_order=*/512},
     // Without the tcgen05 prefill (this build) decode runs up to the dense
     // tier. UNMEASURED: no Blackwell measurement of decode against dense
-    // exists; these copy the H200 provisional values (heuristics_sm90.hpp).
-    /*dense_vs_decode=*/DenseFrom{/*int4=*/512, /*int4_k_heavy=*/512, /*int8=*/256, /*int8_k_heavy=*/256,
-                                  /*act_order=*/256},
+    // exists, so these are the H200's measured decode-vs-dense crossovers
+    // (heuristics_sm90.hpp dense_vs_decode, 2026-12-03-d; they replaced the
+    // pre-measurement estimates 512 / 256 this table had copied). The true
+    // B200 values are likely lower still: the dense tier's GEMM runs ~2x the
+    // H200's rate there (cuBLAS bf16 1,604-1,629 TFLOP/s in the write-up,
+    // 725-793 on the H200 here) and its dequant rides ~1.7x the HBM bandwidth,
+    // while decode's mma.sync gains little more than the SM count (148 / 132).
+    /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,
+                                  /*act_order=*/208},
 };
 
 inline constexpr Table kThor = {
