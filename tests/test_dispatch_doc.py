@@ -1,0 +1,65 @@
+"""docs/DISPATCH.md's H200 table against the compiled sm90 table: every path range the page states
+(first and last M of each, on the page's representative shape for the row) is what
+heuristics::choose picks on a 132-SM sm90 device, so the page cannot drift from the table."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+from test_dispatch import DECODE, DENSE, H200_SMS, PREFILL, SM90, tables  # noqa: F401 (fixture)
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "DISPATCH.md"
+PATHS = {"decode": DECODE, "prefill": PREFILL, "dense": DENSE}
+
+# Row label -> (K, N, act-order, prefill can run): the shapes the page names for its rows.
+ROWS = {
+    "8B-class": (4096, 4096, False, True),
+    "8B-class, K-heavy": (14336, 4096, False, True),
+    "larger": (8192, 57344, False, True),
+    "larger, prefill plan unbalanced": (8192, 10240, False, True),
+    "act-order (N <= 2K), 8B-class": (4096, 4096, True, True),
+    "act-order (N <= 2K), larger": (28672, 8192, True, True),
+    "prefill cannot run it": (4096, 4160, False, False),
+    "prefill cannot run it, K-heavy": (14336, 4160, False, False),
+}
+
+
+def _doc_rows() -> dict[str, dict[int, list[tuple[str, int, int | None]]]]:
+    """{row label: {bits: [(path, first M, last M or None)]}} from the page's H200 table."""
+    text = DOC.read_text()
+    section = text[text.index("## The H200 table"):text.index("## Other GPUs")]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] not in ROWS:
+            continue
+        rows[cells[0]] = {}
+        for bits, cell in zip((4, 8), cells[1:]):
+            segs = []
+            for part in cell.split(","):
+                m = re.fullmatch(r"(decode|prefill|dense) (\d+)-(\d*)", part.strip())
+                assert m, f"cannot read {part!r} in row {cells[0]!r}"
+                segs.append((m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3) else None))
+            rows[cells[0]][bits] = segs
+    return rows
+
+
+def test_the_page_has_every_row():
+    assert set(_doc_rows()) == set(ROWS)
+
+
+@pytest.mark.parametrize("label", list(ROWS))
+@pytest.mark.parametrize("bits", [4, 8])
+def test_every_stated_range(tables, label, bits):  # noqa: F811 (the fixture)
+    K, N, act, prefill = ROWS[label]
+    segs = _doc_rows()[label][bits]
+    assert segs[0][1] == 1 and segs[-1][2] is None, f"{label} int{bits}: the ranges must cover M = 1 and up"
+    for (_, _, last), (_, first, _) in zip(segs, segs[1:]):
+        assert first == last + 1, f"{label} int{bits}: a gap or overlap at M = {last}"
+    for path, first, last in segs:
+        for M in (first, last if last is not None else 2 * first):
+            got = tables.choose(SM90, H200_SMS, M, K, N, bits, act=act, prefill=prefill)
+            assert got == PATHS[path], f"{label} int{bits} M = {M}: the page says {path}, the table picks {got}"
