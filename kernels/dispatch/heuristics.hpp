@@ -9,12 +9,11 @@
 // The decision, in order:
 //   1. Dense tier, when it can run the problem and M reaches the table's
 //      threshold for (bits, K-heavy; int8 also per layer size where a table
-//      says so) or, with act-order and N <= 2K, the
-//      act-order threshold (per layer size where a table says so), whichever
-//      is lower. Two sets of thresholds: one
-//      against the fused paths when the prefill mainloop can run the problem,
-//      one against decode alone when it cannot (no prefill for the arch in this
-//      build, or a problem prefill cannot run).
+//      says so) or, with act-order and N <= 2K, the act-order threshold (per
+//      layer size where a table says so), whichever is lower. Two sets of
+//      thresholds: one against the fused paths when the prefill mainloop can
+//      run the problem, one against decode alone when it cannot (no prefill
+//      for the arch in this build, or a problem prefill cannot run).
 //   2. With prefill available: decode when M <= decode_max_m (per bit width,
 //      and per layer size and K >= 2N where a table says so); or M <=
 //      unbalanced_max_m while the prefill plan's balance is below min_balance;
