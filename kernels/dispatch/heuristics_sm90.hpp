@@ -103,10 +103,12 @@ inline constexpr Table kSm90 = {
     //   2026-12-04-c call 4, where the dispatcher's prefill at 8B qkv M = 8192 was the sweep's one
     //   int8 miss, 1.04x the dense tier's time); 0.99-1.00 at 6144. 8B gate_up, a large layer by
     //   K * N, reads 0.99 / 0.98 at 8192 and keeps 12288 (within 3% either way); the 70B layers
-    //   favour prefill at 8192 (1.01-1.04, 70B o 0.99-1.01). Written on 2026-12-05 from those two
-    //   sweeps with no device lent: tests/test_crossovers_gpu.py and `bench_dispatch.py --bits 8
-    //   --m 4096,6144,8192,12288 --paths auto,prefill,dense,cublas --rounds 5` on this table are
-    //   still to run.
+    //   favour prefill at 8192 (1.01-1.04, 70B o 0.99-1.01). Checked on the device
+    //   (2026-12-05 call 2, build ad5fea4: bench_dispatch.py --bits 8 --m 4096,6144,8192,12288
+    //   --paths auto,prefill,dense,cublas --rounds 5; tests/test_crossovers_gpu.py 175 passed):
+    //   dense / prefill at 8192 8B qkv 0.97, o 0.98, down 0.98; auto within 3% of the fastest path
+    //   at 31 of 32 points, the miss 8B qkv at 6144 (prefill 1.04x dense, 5.5% spread; 0.99-1.00
+    //   in 2026-12-04-d call 2), so the threshold stays at 8192.
     // measured: act-order (N <= 2K) 2048 on the small layers (K * N <= small_kn, below), 4096 on
     //   the large ones: prefill pays a gather pass over x that the dense tier folds into its
     //   dequant writes. With the row-staged gather (decode::gather_columns, 2026-12-03-h call 5:
