@@ -1,4 +1,4 @@
-"""The issue targets that compare against cuBLAS, each beside the most the H200 allows.
+"""The issue targets that compare against cuBLAS, each beside the most the measured GPU allows.
 
 A target "x times faster than cuBLAS bf16 at M" can only be met if the roofline
 allows it: no kernel runs faster than max(bytes / HBM read, 2 M N K / tensor
