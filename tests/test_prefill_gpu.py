@@ -242,6 +242,21 @@ def test_act_order_gather(K):
         _ran_prefill()
 
 
+def test_act_order_gather_longer_row_after_shorter():
+    """gather_kernel's shared memory is K * 2 bytes, so its dynamic shared-memory limit depends on the
+    call. cudaFuncSetAttribute also lowers that limit: a long row, then a shorter one, then the long one
+    again was refused ("gather kernel launch failed: invalid argument", found by `swordfish check` on
+    the H200, 2026-12-05-b) while a cache remembered the long row's limit as set. Odd K values, so no
+    other test in the process has set them first."""
+    M = _sms() + 7
+    for K in (11904, 640, 11904):
+        w = Weight(bits=4, K=K, N=128, group=128, channelwise=False, zeros=False, act_order=True,
+                   dtype=torch.bfloat16, seed=K)
+        x, bias = _x(M, K, w.dtype, K + 1), _bias(w.N, w.dtype, K + 2)
+        _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w), f"K={K} M={M}")
+        _ran_prefill()
+
+
 @pytest.mark.sanitize
 @pytest.mark.parametrize("rows", ["few", "per_sm"])
 @pytest.mark.parametrize("path", [PATH_DECODE, PATH_PREFILL], ids=["decode", "prefill"])
