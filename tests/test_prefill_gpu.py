@@ -229,17 +229,26 @@ def _sms() -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
+def _act_order_weight(K: int) -> Weight:
+    return Weight(bits=4, K=K, N=128, group=128, channelwise=False, zeros=False, act_order=True,
+                  dtype=torch.bfloat16, seed=K)
+
+
+def _check_act_order(w: Weight, M: int, x_seed: int, bias_seed: int):
+    """One forced-prefill call of act-order weight w at M rows against the reference."""
+    x, bias = _x(M, w.K, w.dtype, x_seed), _bias(w.N, w.dtype, bias_seed)
+    _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w), f"K={w.K} M={M}")
+    _ran_prefill()
+
+
 @pytest.mark.parametrize("K", [4096, 49280], ids=["staged_row", "row_too_long"])
 def test_act_order_gather(K):
     """decode::gather_columns: from M = the SM count, rows of up to kGatherMaxSmem / 2 columns go through
     gather_kernel (a row staged in shared memory); fewer rows, or longer ones (K = 49280 > 49152), through
     decode's prep kernel."""
-    w = Weight(bits=4, K=K, N=128, group=128, channelwise=False, zeros=False, act_order=True,
-               dtype=torch.bfloat16, seed=K)
+    w = _act_order_weight(K)
     for M in (64, _sms() + 7):
-        x, bias = _x(M, K, w.dtype, K + M), _bias(w.N, w.dtype, M)
-        _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w), f"K={K} M={M}")
-        _ran_prefill()
+        _check_act_order(w, M, K + M, M)
 
 
 def test_act_order_gather_longer_row_after_shorter():
@@ -248,13 +257,8 @@ def test_act_order_gather_longer_row_after_shorter():
     again was refused ("gather kernel launch failed: invalid argument", found by `swordfish check` on
     the H200, 2026-12-05-b) while a cache remembered the long row's limit as set. Odd K values, so no
     other test in the process has set them first."""
-    M = _sms() + 7
     for K in (11904, 640, 11904):
-        w = Weight(bits=4, K=K, N=128, group=128, channelwise=False, zeros=False, act_order=True,
-                   dtype=torch.bfloat16, seed=K)
-        x, bias = _x(M, K, w.dtype, K + 1), _bias(w.N, w.dtype, K + 2)
-        _check(_gemm(w, x, bias), w.reference(x, bias), _tol(w), f"K={K} M={M}")
-        _ran_prefill()
+        _check_act_order(_act_order_weight(K), _sms() + 7, K + 1, K + 2)
 
 
 @pytest.mark.sanitize
