@@ -52,6 +52,11 @@ import sys
 import time
 from pathlib import Path
 
+from swordfish_backend import bench as _bench  # the timing primitives `swordfish bench` uses too
+from swordfish_backend.bench import replay_rounds  # noqa: F401 - part of this script's GPU toolkit
+
+stats = _bench.round_stats
+
 SHAPES = {  # name: (model, layer name, K, N)
     "8b_qkv": ("llama-3-8b", "qkv", 4096, 6144),
     "8b_o": ("llama-3-8b", "o", 4096, 4096),
@@ -70,7 +75,7 @@ AUTO_SLACK = 1.03           # issue 4: the dispatcher's choice within 3% of the 
 ROUNDS = 9                  # default rounds per (shape, M)
 QUICK_ROUNDS = 7            # --quick
 GRAPH_MS = 2.0              # each graph holds at least this much work (replay launch noise amortised)
-MAX_CALLS = 128             # calls captured in one graph
+MAX_CALLS = _bench.MAX_CALLS  # calls captured in one graph
 COPY_PROBE_BYTES = 2 << 30  # per buffer (two buffers: read one, write the other)
 
 
@@ -155,12 +160,6 @@ class Log:
 
 
 # ------------------------------------------------------------------ analysis (pure: testable on the CPU)
-
-
-def stats(rounds_us: list) -> dict:
-    """Median, min, max and spread (max / min - 1) of one path's per-round times."""
-    lo, hi = min(rounds_us), max(rounds_us)
-    return {"us": statistics.median(rounds_us), "us_min": lo, "us_max": hi, "spread": hi / lo - 1.0}
 
 
 def series(rows: list, model: str, layer: str, impl: str, key: str = "us") -> dict:
@@ -258,8 +257,7 @@ def suggest(crossovers: list, bits: int, act_order: bool) -> dict:
 
 def graph_calls(eager_us: float, n_list: int, graph_ms: float = GRAPH_MS) -> int:
     """Calls captured in one graph: whole passes over the n_list rotating calls, at least graph_ms of work."""
-    reps = max(1, min(MAX_CALLS // max(n_list, 1), math.ceil(graph_ms * 1e3 / max(eager_us * n_list, 1e-3))))
-    return n_list * reps
+    return _bench.graph_calls(eager_us, n_list, graph_ms * 1e3)
 
 
 def copies_for(bytes_per_copy: int, l2_bytes: int, free_bytes: int, l2_multiple: int = 2) -> int:
@@ -555,11 +553,9 @@ def make_doc(args, bits: int, rows: list, device: dict, ceilings: dict, bench, *
     config = {"models": models, "bits": bits, "group": 128, "dtype": args.dtype, "m": list(args.m_values),
               "impls": list(args.impls) + ["roofline"], "zero_points": False, "act_order": args.act_order,
               "deterministic": False}
-    doc = bench.make_result(rows, device=device, config=config, ceilings=ceilings, commit=commit,
+    doc = bench.make_result(rows, device=device, config=config, ceilings=ceilings, commit=commit, rounds=args.rounds,
                             torch_version=torch_version, cuda_version=cuda_version)
-    doc["timing"].update(method="interleaved rounds: each round replays every path's CUDA graph once (order "
-                                "rotating), us = median over rounds of replay / calls; calls rotate over weight "
-                                "copies totalling >= 2x L2", rounds=args.rounds, graph_ms=args.graph_ms)
+    doc["timing"]["graph_ms"] = args.graph_ms
     doc["rounds"] = args.rounds
     return doc
 
@@ -582,24 +578,6 @@ def make_summary(args, device, commit, copy, fields, dequant) -> dict:
 
 
 # ------------------------------------------------------------------ GPU parts
-
-
-def replay_rounds(graphs: dict, rounds: int) -> dict:
-    """Interleaved rounds: each round replays every graph once (order rotating); returns ms per replay per key."""
-    import torch
-
-    keys = list(graphs)
-    events = {k: [] for k in keys}
-    for r in range(rounds):
-        order = keys[r % len(keys):] + keys[:r % len(keys)]
-        for k in order:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graphs[k].replay()
-            end.record()
-            events[k].append((start, end))
-    torch.cuda.synchronize()
-    return {k: [s.elapsed_time(e) for s, e in events[k]] for k in keys}
 
 
 def capture(calls: list, graph_ms: float, stream) -> tuple:

@@ -2,14 +2,20 @@
 
 How it times (the method of shared/GPU.md and the device METHOD.md):
 
-* Each measurement is a CUDA graph of back-to-back calls of one
-  implementation, each call reading the next of several weight copies. There
-  are enough copies that together they exceed twice the device's L2 (queried
+* Each implementation at each (layer, M) is a CUDA graph of back-to-back
+  calls, each call reading the next of several weight copies. There are
+  enough copies that together they exceed twice the device's L2 (queried
   from the device properties), so small-M calls stream their weights from HBM
-  as in a real model, not from the cache. The graph is replayed several times
-  (at least 5) and the median replay, divided by the calls in it, is the time
-  of one call. Single calls timed between host syncs read 2-5x high at small
-  M: never time that way.
+  as in a real model, not from the cache. Single calls timed between host
+  syncs read 2-5x high at small M: never time that way.
+* The graphs of one (layer, M) are replayed in interleaved rounds: each round
+  replays every implementation's graph once, in an order that rotates from
+  round to round, all enqueued back to back. An implementation's time is the
+  median over the rounds of (replay time / calls in the graph). A clock or
+  power-state change during the point (the H200 runs large M at its power cap,
+  and the next layer's M = 1 follows) then touches every implementation's
+  rounds alike; timing each implementation in its own block of replays let the
+  first one timed after a large-M point read up to 1.2x high.
 * Implementations: ``auto`` (the dispatcher chooses; the path it chose is
   read back with ``ops.last_path``), each Swordfish path forced
   (``decode``, ``dense``, ``prefill``; one that cannot run the problem is
@@ -35,7 +41,7 @@ checks it)::
                 "zero_points": false, "act_order": false, "deterministic": false},
      "ceilings": {"hbm_read_gbps": 4180.0, "hbm_read_bytes": 2147483648,
                   "mma_tflops": 700.0, "mma_shape": [8192, 8192, 8192]},
-     "timing": {"method": "...", "min_replays": 5, "l2_multiple": 2},
+     "timing": {"method": "...", "rounds": 7, "l2_multiple": 2},
      "rows": [ROW, ...]}
 
     ROW = {"model": "llama-3-8b", "layer": "qkv", "K": 4096, "N": 6144, "M": 1,
@@ -46,8 +52,10 @@ checks it)::
            "us": 5.1 | null,               # microseconds per call (roofline: the floor)
            "tflops": ..., "weight_gbps": ..., "vs_cublas": ..., "pct_roofline": ... | null,
            "weight_bytes": 12976128,       # bytes of weight one call reads
-           "copies": 10, "calls": 120, "replays": 7}    # 0 for roofline rows
-    # roofline rows also carry "hbm_floor_us" and "compute_floor_us".
+           "copies": 10, "calls": 120, "replays": 7,   # 0 for roofline rows; replays = rounds
+           "us_min": 5.0, "us_max": 5.3, "spread": 0.06,  # over the rounds (spread = max / min - 1)
+           "rounds_us": [5.1, ...]}                       # timed rows only
+    # roofline rows carry "hbm_floor_us" and "compute_floor_us" instead.
 
 ``vs_cublas`` is cuBLAS time / this time (above 1: faster than cuBLAS);
 ``pct_roofline`` is 100 * roofline time / this time.
@@ -81,7 +89,8 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 UNAVAILABLE_MARK = "cannot run this problem: "
 
 L2_MULTIPLE = 2        # rotating copies exceed this many L2s
-MIN_REPLAYS = 5
+ROUNDS = 7             # interleaved rounds per (layer, M) in `run`
+MIN_REPLAYS = 5        # time_calls (one implementation on its own: the ceilings, bench_decode)
 MAX_REPLAYS = 25
 MAX_CALLS = 128        # calls captured in one graph
 TARGET_GRAPH_US = 2000.0   # aim for graphs at least this long (host launch noise amortised)
@@ -106,6 +115,7 @@ class Config:
     seed: int = 0
     models: list = field(default_factory=list)
     commit: str | None = None
+    rounds: int = ROUNDS
 
 
 # ------------------------------------------------------------------ sizes and metrics
@@ -225,7 +235,7 @@ def validate_result(doc: dict) -> None:
 
 
 def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commit, torch_version: str,
-                cuda_version, created: str | None = None) -> dict:
+                cuda_version, created: str | None = None, rounds: int = ROUNDS) -> dict:
     from . import __version__
 
     doc = {
@@ -240,9 +250,10 @@ def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commi
         "config": config,
         "ceilings": ceilings,
         "timing": {
-            "method": "median CUDA-graph replay / calls per graph; calls rotate over weight copies "
-                      f"totalling >= {L2_MULTIPLE}x L2",
-            "min_replays": MIN_REPLAYS,
+            "method": "interleaved rounds: each round replays every implementation's CUDA graph once (order "
+                      "rotating), us = median over rounds of replay / calls per graph; calls rotate over weight "
+                      f"copies totalling >= {L2_MULTIPLE}x L2",
+            "rounds": rounds,
             "l2_multiple": L2_MULTIPLE,
         },
         "rows": derive(rows),
@@ -298,6 +309,13 @@ def _fmt(value, spec: str, width: int) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}{spec}}"
 
 
+def _how_timed(doc: dict) -> str:
+    """How a document's times were taken, in a few words (documents from before the rounds say replays)."""
+    rounds = doc.get("timing", {}).get("rounds")
+    what = f"median of {rounds} interleaved rounds of CUDA-graph replays" if rounds else "median of CUDA-graph replays"
+    return what + " over rotating weights"
+
+
 def format_table(doc: dict) -> str:
     """One block per layer, one line per M: the auto path's numbers, then every implementation's us."""
     cfg = doc["config"]
@@ -311,8 +329,7 @@ def format_table(doc: dict) -> str:
          f"int{cfg['bits']} {group} {cfg['dtype']}{extras}  commit {doc['commit'] or 'unknown'}"),
         (f"ceilings measured in this run: HBM read {ceil['hbm_read_gbps']:.0f} GB/s, "
          f"dense {cfg['dtype']} matmul {ceil['mma_tflops']:.0f} TFLOP/s"),
-        ("us = microseconds per call (median of CUDA-graph replays over rotating weights); "
-         "xcuBLAS > 1 is faster than cuBLAS"),
+        f"us = microseconds per call ({_how_timed(doc)}); xcuBLAS > 1 is faster than cuBLAS",
     ]
     others = [i for i in cfg["impls"] if i != "auto"]
     by_key = {(r["model"], r["layer"], r["M"], r["impl"]): r for r in rows}
@@ -432,7 +449,7 @@ def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = 
     extras = (", zero points" if cfg["zero_points"] else "") + (", act-order" if cfg["act_order"] else "")
     dev = doc["device"]
     if note is None:
-        note = ("time per call, median of CUDA-graph replays over rotating weights; lower is better; "
+        note = (f"time per call, {_how_timed(doc)}; lower is better; "
                 "forced paths clipped above 4x the slowest of auto/cuBLAS")
     fig.suptitle(f"{title}: int{cfg['bits']} {group} {cfg['dtype']}{extras} on {dev['name']} "
                  f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n{note}", fontsize=10)
@@ -535,11 +552,7 @@ def time_calls(calls: list, device) -> tuple[float, int, int]:
     """
     import torch
 
-    def n_calls_for(eager_us: float) -> int:
-        reps = max(1, min(MAX_CALLS // len(calls), math.ceil(TARGET_GRAPH_US / (eager_us * len(calls)))))
-        return len(calls) * reps
-
-    graph, n_calls = capture_graph(calls, torch.cuda.Stream(device), n_calls_for)
+    graph, n_calls = capture_graph(calls, torch.cuda.Stream(device), lambda us: graph_calls(us, len(calls)))
     torch.cuda.synchronize(device)
     w0, w1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     w0.record()
@@ -557,6 +570,37 @@ def time_calls(calls: list, device) -> tuple[float, int, int]:
     times = [start.elapsed_time(end) * 1e3 for start, end in events]
     del graph
     return statistics.median(times) / n_calls, n_calls, replays
+
+
+def replay_rounds(graphs: dict, rounds: int) -> dict:
+    """Interleaved rounds: each round replays every graph once, the order rotating from round to round,
+    all enqueued back to back with one host sync at the end. Returns {key: [ms of each round's replay]}."""
+    import torch
+
+    keys = list(graphs)
+    events = {k: [] for k in keys}
+    for r in range(rounds):
+        order = keys[r % len(keys):] + keys[:r % len(keys)]
+        for k in order:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graphs[k].replay()
+            end.record()
+            events[k].append((start, end))
+    torch.cuda.synchronize()
+    return {k: [s.elapsed_time(e) for s, e in events[k]] for k in keys}
+
+
+def round_stats(rounds_us: list) -> dict:
+    """Median, min, max and spread (max / min - 1) of one implementation's per-round times."""
+    lo, hi = min(rounds_us), max(rounds_us)
+    return {"us": statistics.median(rounds_us), "us_min": lo, "us_max": hi, "spread": hi / lo - 1.0}
+
+
+def graph_calls(eager_us: float, n_list: int, graph_us: float = TARGET_GRAPH_US) -> int:
+    """Calls captured in one graph: whole passes over the n_list rotating calls, at least graph_us of work."""
+    reps = max(1, min(MAX_CALLS // max(n_list, 1), math.ceil(graph_us / max(eager_us * n_list, 1e-3))))
+    return n_list * reps
 
 
 def measure_ceilings(device, dtype) -> dict:
@@ -643,6 +687,7 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
     ceilings = measure_ceilings(device, torch_dtype)
     det = 1 if cfg.deterministic else 0
     l2 = info["l2_bytes"] or L2_UNKNOWN
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None  # captures run on a side stream
     rows = []
     for model, layer in cfg.layers:
         K, N = layer.K, layer.N
@@ -661,11 +706,12 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
                        .to(torch_dtype) for _ in range(nd)]
         for M in cfg.m:
             x = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32).to(torch_dtype)
-            for impl in cfg.impls:
+            done, graphs, meta = {}, {}, {}
+            for impl in cfg.impls:  # capture every implementation's graph (errors surface in the warm-up)
                 if impl == "roofline":
                     roof, hbm, compute = roofline_us(M, K, N, wbytes, ceilings)
-                    rows.append(make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
-                                         hbm_floor_us=hbm, compute_floor_us=compute))
+                    done[impl] = make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
+                                          hbm_floor_us=hbm, compute_floor_us=compute)
                     continue
                 if impl == "cublas":
                     calls = [functools.partial(F.linear, x, d) for d in dcopies]
@@ -676,33 +722,40 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
                                                det) for p, s, z in qcopies]
                     row_bytes = wbytes
                 try:
-                    us, n_calls, replays = time_calls(calls, device)
+                    graphs[impl], n_calls = capture_graph(calls, stream, lambda us, n=len(calls): graph_calls(us, n))
                 except Exception as e:  # noqa: BLE001 - recorded in the row, the run goes on
                     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    status, note = "error", f"{impl}: {text}"
                     if UNAVAILABLE_MARK in text:
-                        rows.append(make_row(model, layer, M, impl, status="unavailable",
-                                             note=f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}",
-                                             weight_bytes=row_bytes, copies=len(calls)))
-                    else:
-                        rows.append(make_row(model, layer, M, impl, status="error", note=f"{impl}: {text}",
-                                             weight_bytes=row_bytes, copies=len(calls)))
+                        status, note = "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
+                    done[impl] = make_row(model, layer, M, impl, status=status, note=note, weight_bytes=row_bytes,
+                                          copies=len(calls))
+                    continue
+                if impl == "cublas":
+                    path = None
+                elif impl == "auto":  # read back right after its capture ran the dispatcher
+                    path = ops.PATH_NAMES.get(ops.last_path(cfg.device_index), "?")
                 else:
-                    if impl == "cublas":
-                        path = None
-                    elif impl == "auto":
-                        path = ops.PATH_NAMES.get(ops.last_path(cfg.device_index), "?")
-                    else:
-                        path = impl
-                    rows.append(make_row(model, layer, M, impl, us=us, path=path, weight_bytes=row_bytes,
-                                         copies=len(calls), calls=n_calls, replays=replays))
-                if progress is not None:
+                    path = impl
+                meta[impl] = {"path": path, "weight_bytes": row_bytes, "copies": len(calls), "calls": n_calls}
+            if graphs:
+                for impl, ms in replay_rounds(graphs, cfg.rounds).items():
+                    per_call = [t * 1e3 / meta[impl]["calls"] for t in ms]
+                    st = round_stats(per_call)
+                    done[impl] = make_row(model, layer, M, impl, us=st.pop("us"), replays=len(per_call),
+                                          rounds_us=per_call, **meta[impl], **st)
+            for impl in cfg.impls:
+                rows.append(done[impl])
+                if progress is not None and impl != "roofline":
                     progress.step(f"{model} {layer.name} M={M} {impl}")
-            del x
+            del x, graphs
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # the graphs' private pools (GBs at large M)
         del w, qcopies, dcopies, packed, scales, zeros, perm
         if device.type == "cuda":
             torch.cuda.empty_cache()
     config = {"models": list(cfg.models), "bits": cfg.bits, "group": cfg.group, "dtype": cfg.dtype,
               "m": list(cfg.m), "impls": list(cfg.impls), "zero_points": cfg.zero_points,
               "act_order": cfg.act_order, "deterministic": cfg.deterministic}
-    return make_result(rows, device=info, config=config, ceilings=ceilings, commit=cfg.commit,
+    return make_result(rows, device=info, config=config, ceilings=ceilings, commit=cfg.commit, rounds=cfg.rounds,
                        torch_version=torch.__version__, cuda_version=torch.version.cuda)

@@ -139,7 +139,7 @@ def cmd_bench(args) -> int:
 
     cfg = bench.Config(layers=layers, m=ms, bits=args.bits, group=args.group, dtype=args.dtype, impls=tuple(impls),
                        zero_points=args.zero_points, act_order=args.act_order, deterministic=args.deterministic,
-                       device_index=args.device, seed=args.seed,
+                       device_index=args.device, seed=args.seed, rounds=args.rounds,
                        models=sorted({m for m, _ in layers}, key=[m for m, _ in layers].index),
                        commit=args.commit or bench.git_commit())
     progress = bench.Progress(bench.total_steps(cfg), enabled=not args.quiet)
@@ -440,6 +440,13 @@ def _nonneg(text: str) -> int:
     return v
 
 
+def _positive(text: str) -> int:
+    v = _nonneg(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__, bench, check, presets
 
@@ -470,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--zero-points", action="store_true", help="AWQ-style asymmetric int4 weights")
     b.add_argument("--act-order", action="store_true", help="GPTQ act-order (desc_act) weights")
     b.add_argument("--deterministic", action="store_true", help="time the deterministic mode (no atomics)")
+    b.add_argument("--rounds", type=_positive, default=bench.ROUNDS,
+                   help="interleaved rounds per (layer, M): each replays every implementation's CUDA graph once; "
+                        f"the time is the median over them (default {bench.ROUNDS})")
     b.add_argument("--device", type=_nonneg, default=0, help="CUDA device index (default 0)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--json", default="swordfish-bench.json", metavar="PATH",

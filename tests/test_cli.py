@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -344,15 +345,22 @@ def test_bench_run_orchestration_with_fake_device(monkeypatch):
     monkeypatch.setattr(bench, "_free_bytes", lambda device: 1 << 34)
     monkeypatch.setattr(bench, "measure_ceilings", lambda device, dtype: {
         "hbm_read_gbps": 4000.0, "hbm_read_bytes": 1 << 31, "mma_tflops": 700.0, "mma_shape": [8192] * 3})
-    calls_seen = []
+    captured, rounds_asked = [], []
 
-    def fake_time(calls, device):
-        for c in calls:
+    def fake_capture(calls, stream, n_calls_for):
+        for c in calls:  # the warm-up: an unavailable or failing path raises here
             c()
-        calls_seen.append(len(calls))
-        return 10.0, len(calls) * 2, 5
+        n = n_calls_for(5.0)
+        captured.append((len(calls), n))
+        return object(), n
 
-    monkeypatch.setattr(bench, "time_calls", fake_time)
+    def fake_rounds(graphs, rounds):  # ms per replay: round r of every graph, 10 us a call but round 0 slow
+        rounds_asked.append(rounds)
+        return {k: [(30.0 if r == 0 else 10.0 + r * 0.1) * n / 1e3 for r in range(rounds)]
+                for k, n in zip(graphs, [n for _, n in captured[-len(graphs):]])}
+
+    monkeypatch.setattr(bench, "capture_graph", fake_capture)
+    monkeypatch.setattr(bench, "replay_rounds", fake_rounds)
     last = {"path": 0}
 
     def fake_gemm(x, packed, scales, zeros, perm, bias, bits, group, channelwise, path, det):
@@ -367,7 +375,7 @@ def test_bench_run_orchestration_with_fake_device(monkeypatch):
     monkeypatch.setattr(ops, "gemm", fake_gemm)
     monkeypatch.setattr(ops, "last_path", lambda index: last["path"])
     cfg = bench.Config(layers=[("custom", presets.Layer("256x128", 256, 128))], m=[1, 16, 64], models=["custom"],
-                       commit="feedbeef")
+                       commit="feedbeef", rounds=5)
     progress = bench.Progress(bench.total_steps(cfg), stream=io.StringIO())
     doc = bench.run(cfg, progress)
     bench.validate_result(doc)
@@ -377,10 +385,52 @@ def test_bench_run_orchestration_with_fake_device(monkeypatch):
     assert by[(1, "auto")]["path"] == "decode" and by[(64, "auto")]["path"] == "dense"
     assert by[(1, "prefill")]["status"] == "unavailable" and "needs sm_100a" in by[(1, "prefill")]["note"]
     assert by[(16, "dense")]["status"] == "error" and "illegal memory access" in by[(16, "dense")]["note"]
-    assert by[(64, "cublas")]["us"] == 10.0 and by[(64, "auto")]["vs_cublas"] == pytest.approx(1.0)
+    # the median of the rounds (10.1 .. 10.4 and one slow 30.0 -> 10.3), with its spread and every round kept
+    assert by[(64, "cublas")]["us"] == pytest.approx(10.3) and by[(64, "auto")]["vs_cublas"] == pytest.approx(1.0)
+    assert by[(64, "auto")]["replays"] == 5 and by[(64, "auto")]["us_max"] == pytest.approx(30.0)
+    assert by[(64, "auto")]["spread"] == pytest.approx(30.0 / 10.1 - 1) and len(by[(64, "auto")]["rounds_us"]) == 5
+    assert rounds_asked == [5, 5, 5] and doc["timing"]["rounds"] == 5
+    assert all(n % copies == 0 for copies, n in captured)  # whole passes over the weight copies
     # 1 MiB L2, 16.5 KiB int4 weight (16 KiB codes + 2 scale rows): 2 MiB / 16896 B -> 125 copies
     assert by[(1, "auto")]["copies"] == 125 and by[(1, "cublas")]["copies"] == 32
     assert progress.done == bench.total_steps(cfg) == 3 * 5
+
+
+def test_replay_rounds_rotates_the_order(monkeypatch):
+    """Each round starts with the next implementation, so a slow first replay after a pause (a clock dip after
+    a large-M point) lands on every implementation's rounds in turn and the medians stay equal."""
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self, stream=None):
+            self.at = len(log)
+            log.append(("event", self))
+
+        def elapsed_time(self, end):  # ms: the replay recorded between the two events
+            kind, key, first = log[self.at + 1]
+            return 1.2 if first else 1.0
+
+    class Graph:
+        def __init__(self, key):
+            self.key = key
+
+        def replay(self):  # the first replay of each round is the slow one
+            done = sum(1 for e in log if e[0] == "replay")
+            log.append(("replay", self.key, done % len(keys) == 0))
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    keys = ["auto", "decode", "dense", "prefill", "cublas"]
+    ms = bench.replay_rounds({k: Graph(k) for k in keys}, 7)
+    replays = [key for kind, key, *_ in (e for e in log if e[0] == "replay")]
+    assert [replays[5 * r] for r in range(7)] == [keys[r % 5] for r in range(7)]
+    assert all(sorted(replays[5 * r:5 * r + 5]) == sorted(keys) for r in range(7))
+    assert all(len(v) == 7 for v in ms.values())
+    assert {k: statistics.median(v) for k, v in ms.items()} == {k: 1.0 for k in keys}
+    assert sum(v.count(1.2) for v in ms.values()) == 7  # one slow replay per round, spread over the keys
 
 
 # ------------------------------------------------------------------ check
