@@ -53,9 +53,6 @@ import time
 from pathlib import Path
 
 from swordfish_backend import bench as _bench  # the timing primitives `swordfish bench` uses too
-from swordfish_backend.bench import replay_rounds  # noqa: F401 - part of this script's GPU toolkit
-
-stats = _bench.round_stats
 
 SHAPES = {  # name: (model, layer name, K, N)
     "8b_qkv": ("llama-3-8b", "qkv", 4096, 6144),
@@ -312,10 +309,10 @@ def build_rows(timings: dict, shapes: list, ms: list, impls: list, wbytes: dict,
                     rows.append(bench.make_row(model, layer, M, impl, status=t["status"], note=t["note"],
                                                weight_bytes=wb, copies=t.get("copies", 0)))
                     continue
-                rows.append(bench.make_row(model, layer, M, impl, us=stats(t["rounds_us"])["us"], path=t["path"],
-                                           weight_bytes=wb, copies=t["copies"], calls=t["calls"],
-                                           replays=len(t["rounds_us"]), rounds_us=list(t["rounds_us"]),
-                                           **{k: v for k, v in stats(t["rounds_us"]).items() if k != "us"}))
+                st = bench.round_stats(t["rounds_us"])
+                rows.append(bench.make_row(model, layer, M, impl, us=st.pop("us"), path=t["path"], weight_bytes=wb,
+                                           copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
+                                           rounds_us=list(t["rounds_us"]), **st))
             if ceilings is not None:
                 roof, hbm, compute = bench.roofline_us(M, K, N, wbytes[name], ceilings)
                 rows.append(bench.make_row(model, layer, M, "roofline", us=roof, weight_bytes=wbytes[name],
@@ -582,9 +579,7 @@ def make_summary(args, device, commit, copy, fields, dequant) -> dict:
 
 def capture(calls: list, graph_ms: float, stream) -> tuple:
     """Warm up eagerly (errors surface here, before capture), size and capture one graph. (graph, calls)."""
-    from swordfish_backend import bench
-
-    return bench.capture_graph(calls, stream, lambda eager_us: graph_calls(eager_us, len(calls), graph_ms))
+    return _bench.capture_graph(calls, stream, lambda eager_us: graph_calls(eager_us, len(calls), graph_ms))
 
 
 def measure_copy(device, rounds: int, graph_ms: float) -> dict:
@@ -601,11 +596,11 @@ def measure_copy(device, rounds: int, graph_ms: float) -> dict:
     graphs, calls = {}, {}
     for key, fn in (("kernel", functools.partial(torch.neg, src, out=dst)), ("memcpy", functools.partial(dst.copy_, src))):
         graphs[key], calls[key] = capture([fn], graph_ms, stream)
-    ms = replay_rounds(graphs, max(rounds, 5))
+    ms = _bench.replay_rounds(graphs, max(rounds, 5))
     del graphs, src, dst
     torch.cuda.empty_cache()
     per_call = {k: [t * 1e3 / calls[k] for t in v] for k, v in ms.items()}
-    s = stats(per_call["kernel"])
+    s = _bench.round_stats(per_call["kernel"])
     return {"copy_gbps": 2 * nbytes / s["us"] / 1e3, "bytes": nbytes, "rounds": len(per_call["kernel"]),
             "spread": s["spread"], "method": "torch.neg(src, out=dst), fp32, CUDA-graph replays",
             "memcpy_graph_gbps": 2 * nbytes / statistics.median(per_call["memcpy"]) / 1e3}
@@ -703,7 +698,7 @@ def sweep(args, bench, ops, device, info, log) -> tuple:
                     graphs[impl] = graph
                     meta[impl] = {"path": path, "copies": len(calls), "calls": n_calls}
                 if graphs:
-                    ms = replay_rounds(graphs, args.rounds)
+                    ms = _bench.replay_rounds(graphs, args.rounds)
                     for impl, times in ms.items():
                         timings[(bits, name, M, impl)] = dict(meta[impl], status="ok",
                                                               rounds_us=[t * 1e3 / meta[impl]["calls"] for t in times])

@@ -37,8 +37,8 @@ def test_bits_and_formats(bd):
     assert bd.parse_args(["--act-order"]).suffix == "_act"
 
 
-def test_stats_spread(bd):
-    s = bd.stats([10.0, 11.0, 10.5, 12.0, 10.2])
+def test_round_stats_spread():
+    s = bench.round_stats([10.0, 11.0, 10.5, 12.0, 10.2])
     assert s["us"] == 10.5 and s["us_min"] == 10.0 and s["us_max"] == 12.0
     assert s["spread"] == pytest.approx(0.2)
 
@@ -55,14 +55,8 @@ def _row(impl, M, rounds, path=None, status="ok"):
 
     if status != "ok":
         return bench.make_row("m", Layer("l", 64, 64), M, impl, status=status, note=f"{impl}: why")
-    s = {k: v for k, v in _stats(rounds).items() if k != "us"}
-    return bench.make_row("m", Layer("l", 64, 64), M, impl, us=_stats(rounds)["us"], path=path or impl,
-                          rounds_us=rounds, **s)
-
-
-def _stats(rounds):
-    lo, hi = min(rounds), max(rounds)
-    return {"us": sorted(rounds)[len(rounds) // 2], "us_min": lo, "us_max": hi, "spread": hi / lo - 1}
+    s = bench.round_stats(rounds)
+    return bench.make_row("m", Layer("l", 64, 64), M, impl, us=s.pop("us"), path=path or impl, rounds_us=rounds, **s)
 
 
 def test_auto_verdict_uses_medians_and_reports_noise(bd):
