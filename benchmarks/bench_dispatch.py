@@ -305,14 +305,7 @@ def build_rows(timings: dict, shapes: list, ms: list, impls: list, wbytes: dict,
                 if t is None or t["status"] == "pruned":
                     continue
                 wb = K * N * 2 if impl == "cublas" else wbytes[name]
-                if t["status"] != "ok":
-                    rows.append(bench.make_row(model, layer, M, impl, status=t["status"], note=t["note"],
-                                               weight_bytes=wb, copies=t.get("copies", 0)))
-                    continue
-                st = bench.round_stats(t["rounds_us"])
-                rows.append(bench.make_row(model, layer, M, impl, us=st.pop("us"), path=t["path"], weight_bytes=wb,
-                                           copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
-                                           rounds_us=list(t["rounds_us"]), **st))
+                rows.append(bench.timed_row(model, layer, M, impl, t, wb))
             if ceilings is not None:
                 roof, hbm, compute = bench.roofline_us(M, K, N, wbytes[name], ceilings)
                 rows.append(bench.make_row(model, layer, M, "roofline", us=roof, weight_bytes=wbytes[name],
@@ -631,11 +624,6 @@ def time_dequant(args, bench, ops, device, copy_gbps, log) -> list:
     return results
 
 
-def first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
 def sweep(args, bench, ops, device, info, log) -> tuple:
     """Time every (bits, shape, M, path) interleaved; returns (timings keyed (bits, shape, M, impl), pruned)."""
     import torch
@@ -670,41 +658,20 @@ def sweep(args, bench, ops, device, info, log) -> tuple:
             stop_decode = False
             for M in args.m_values:
                 x = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32).to(torch_dtype)
-                graphs, meta = {}, {}
+                calls = {}
                 for impl in args.impls:
-                    key = (bits, name, M, impl)
                     if impl == "decode" and stop_decode:
-                        mark_pruned(timings, pruned, key)
-                        continue
-                    if impl == "cublas":
-                        calls = [functools.partial(F.linear, x, d) for d in dcopies]
+                        mark_pruned(timings, pruned, (bits, name, M, impl))
+                    elif impl == "cublas":
+                        calls[impl] = [functools.partial(F.linear, x, d) for d in dcopies]
                     else:
-                        calls = [functools.partial(ops.gemm, x, p, s, z, perm, None, wbits, group, channelwise,
-                                                   ops.PATHS[impl], 0) for p, s, z in qcopies]
-                    try:
-                        graph, n_calls = capture(calls, args.graph_ms, stream)
-                    except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
-                        text = first_line(e)
-                        mark = bench.UNAVAILABLE_MARK
-                        status = "unavailable" if mark in text else "error"
-                        note = f"{impl}: {text.split(mark, 1)[1] if mark in text else text}"
-                        timings[key] = {"status": status, "note": note, "copies": len(calls)}
-                        continue
-                    path = None
-                    if impl == "auto":
-                        path = ops.PATH_NAMES.get(ops.last_path(args.device), "?")
-                    elif impl != "cublas":
-                        path = impl
-                    graphs[impl] = graph
-                    meta[impl] = {"path": path, "copies": len(calls), "calls": n_calls}
-                if graphs:
-                    ms = _bench.replay_rounds(graphs, args.rounds)
-                    for impl, times in ms.items():
-                        timings[(bits, name, M, impl)] = dict(meta[impl], status="ok",
-                                                              rounds_us=[t * 1e3 / meta[impl]["calls"] for t in times])
+                        calls[impl] = [functools.partial(ops.gemm, x, p, s, z, perm, None, wbits, group, channelwise,
+                                                         ops.PATHS[impl], 0) for p, s, z in qcopies]
+                timed = bench.time_point(calls, stream, args.rounds, args.device, args.graph_ms * 1e3)
+                timings.update({(bits, name, M, impl): t for impl, t in timed.items()})
                 if decode_lost(args, timings, bits, name, M):
                     stop_decode = True
-                del graphs, x
+                del calls, x
                 torch.cuda.empty_cache()  # the graphs' private pools (GBs at large M)
                 done += 1
                 line = ", ".join(f"{i} {statistics.median(timings[(bits, name, M, i)]['rounds_us']):.1f}"

@@ -603,6 +603,50 @@ def graph_calls(eager_us: float, n_list: int, graph_us: float = TARGET_GRAPH_US)
     return n_list * reps
 
 
+def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: float = TARGET_GRAPH_US) -> dict:
+    """Time the implementations of one (layer, M): calls[impl] is its list of rotating calls.
+
+    Captures one graph per implementation (its eager warm-up raises for a path that cannot run the
+    problem, recorded with the reason), then replays the graphs in interleaved rounds. Returns
+    {impl: {"status": "ok", "path", "copies", "calls", "rounds_us"}} or, for one that did not run,
+    {impl: {"status": "unavailable" | "error", "note", "copies"}}. ``path`` is the path that ran:
+    the dispatcher's choice for ``auto`` (read back right after its capture), None for ``cublas``.
+    """
+    out, graphs = {}, {}
+    for impl, fns in calls.items():
+        try:
+            graphs[impl], n_calls = capture_graph(fns, stream, lambda us, n=len(fns): graph_calls(us, n, graph_us))
+        except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            status, note = "error", f"{impl}: {text}"
+            if UNAVAILABLE_MARK in text:
+                status, note = "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
+            out[impl] = {"status": status, "note": note, "copies": len(fns)}
+            continue
+        if impl == "cublas":
+            path = None
+        elif impl == "auto":
+            path = ops.PATH_NAMES.get(ops.last_path(device_index), "?")
+        else:
+            path = impl
+        out[impl] = {"status": "ok", "path": path, "copies": len(fns), "calls": n_calls}
+    if graphs:
+        for impl, ms in replay_rounds(graphs, rounds).items():
+            out[impl]["rounds_us"] = [t * 1e3 / out[impl]["calls"] for t in ms]
+    return out
+
+
+def timed_row(model: str, layer, M: int, impl: str, t: dict, weight_bytes: int) -> dict:
+    """The result row of one entry of `time_point`'s answer."""
+    if t["status"] != "ok":
+        return make_row(model, layer, M, impl, status=t["status"], note=t["note"], weight_bytes=weight_bytes,
+                        copies=t.get("copies", 0))
+    st = round_stats(t["rounds_us"])
+    return make_row(model, layer, M, impl, us=st.pop("us"), path=t["path"], weight_bytes=weight_bytes,
+                    copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
+                    rounds_us=list(t["rounds_us"]), **st)
+
+
 def measure_ceilings(device, dtype) -> dict:
     """HBM read bandwidth (a large bf16 sum) and the dense matmul rate in `dtype`, measured now."""
     import torch
@@ -706,49 +750,24 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
                        .to(torch_dtype) for _ in range(nd)]
         for M in cfg.m:
             x = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32).to(torch_dtype)
-            done, graphs, meta = {}, {}, {}
-            for impl in cfg.impls:  # capture every implementation's graph (errors surface in the warm-up)
+            calls = {}
+            for impl in cfg.impls:
+                if impl == "cublas":
+                    calls[impl] = [functools.partial(F.linear, x, d) for d in dcopies]
+                elif impl != "roofline":
+                    calls[impl] = [functools.partial(ops.gemm, x, p, s, z, perm, None, bits, group, channelwise,
+                                                     ops.PATHS[impl], det) for p, s, z in qcopies]
+            timed = time_point(calls, stream, cfg.rounds, cfg.device_index)
+            for impl in cfg.impls:
                 if impl == "roofline":
                     roof, hbm, compute = roofline_us(M, K, N, wbytes, ceilings)
-                    done[impl] = make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
-                                          hbm_floor_us=hbm, compute_floor_us=compute)
+                    rows.append(make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
+                                         hbm_floor_us=hbm, compute_floor_us=compute))
                     continue
-                if impl == "cublas":
-                    calls = [functools.partial(F.linear, x, d) for d in dcopies]
-                    row_bytes, path_id = dense_bytes, None
-                else:
-                    path_id = ops.PATHS[impl]
-                    calls = [functools.partial(ops.gemm, x, p, s, z, perm, None, bits, group, channelwise, path_id,
-                                               det) for p, s, z in qcopies]
-                    row_bytes = wbytes
-                try:
-                    graphs[impl], n_calls = capture_graph(calls, stream, lambda us, n=len(calls): graph_calls(us, n))
-                except Exception as e:  # noqa: BLE001 - recorded in the row, the run goes on
-                    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    status, note = "error", f"{impl}: {text}"
-                    if UNAVAILABLE_MARK in text:
-                        status, note = "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
-                    done[impl] = make_row(model, layer, M, impl, status=status, note=note, weight_bytes=row_bytes,
-                                          copies=len(calls))
-                    continue
-                if impl == "cublas":
-                    path = None
-                elif impl == "auto":  # read back right after its capture ran the dispatcher
-                    path = ops.PATH_NAMES.get(ops.last_path(cfg.device_index), "?")
-                else:
-                    path = impl
-                meta[impl] = {"path": path, "weight_bytes": row_bytes, "copies": len(calls), "calls": n_calls}
-            if graphs:
-                for impl, ms in replay_rounds(graphs, cfg.rounds).items():
-                    per_call = [t * 1e3 / meta[impl]["calls"] for t in ms]
-                    st = round_stats(per_call)
-                    done[impl] = make_row(model, layer, M, impl, us=st.pop("us"), replays=len(per_call),
-                                          rounds_us=per_call, **meta[impl], **st)
-            for impl in cfg.impls:
-                rows.append(done[impl])
-                if progress is not None and impl != "roofline":
+                rows.append(timed_row(model, layer, M, impl, timed[impl], dense_bytes if impl == "cublas" else wbytes))
+                if progress is not None:
                     progress.step(f"{model} {layer.name} M={M} {impl}")
-            del x, graphs
+            del x, calls
             if device.type == "cuda":
                 torch.cuda.empty_cache()  # the graphs' private pools (GBs at large M)
         del w, qcopies, dcopies, packed, scales, zeros, perm
