@@ -14,7 +14,7 @@ controller recover from the previous shape's heaviest point: on the H200 an
 M = 128 decode or cuBLAS point drives the board to its 700 W cap, the SM clock
 then drops to 1.2-1.9 GHz for a while, and a memory-bound M = 1 point timed
 right after reads up to 1.2x slower than the same kernel timed in an M = 1
-stream (benchmarks/results/h200/2026-12-03-c/experiments/m1_conditions/).
+stream (benchmarks/RESULTS.md, "Decode").
 --order interleaved times M = 1, 16, ..., then again (the order before
 2026-12-03-c), which spreads a slow spell over every M instead.
 
@@ -27,8 +27,8 @@ With --read-floor, also the time the ceiling's own method takes at this size
 (a bf16 sum of the same number of bytes over as many rotating buffers,
 graph-replayed back to back) and that time over ours (%read). torch's
 reduction is a loose floor at layer sizes (on the H200 it is slower than our
-decode there); benchmarks/experiments/read_floor.py times a plain streaming
-read as well, the tighter one.
+decode there; benchmarks/RESULTS.md gives a plain streaming read's times, the
+tighter floor).
 Ratios are only meaningful within one run.
 """
 

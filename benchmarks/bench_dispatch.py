@@ -4,7 +4,7 @@ heuristics_sm90.hpp) is written from, and the dense tier's dequant kernel alone 
 measured in the same run.
 
     python benchmarks/bench_dispatch.py --quick --out /tmp/d        # 8 shapes x 16 M, int4 g128 bf16
-    python benchmarks/bench_dispatch.py --out benchmarks/results/h200  # int4 and int8, 9 rounds
+    python benchmarks/bench_dispatch.py --bits 4 8 --out $OUT/dispatch  # int4 and int8, every path
     python benchmarks/bench_dispatch.py --bits 8 --act-order --shapes 70b_o,70b_down --m 64,96,128,192
     python benchmarks/bench_dispatch.py --dry-run --out /tmp/d      # no GPU: synthetic numbers through
                                                                     # the table, verdict and PNG code
@@ -104,7 +104,7 @@ def parse_args(argv=None):
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: synthetic timings through the tables, verdicts, JSON and PNG")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="benchmarks/results/h200", help="output folder")
+    ap.add_argument("--out", default="bench_dispatch_out", help="output folder")
     ap.add_argument("--device", type=int, default=0)
     args = ap.parse_args(argv)
     args.shape_names = list(SHAPES) if args.shapes == "all" else [s.strip() for s in args.shapes.split(",") if s]

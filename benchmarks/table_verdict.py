@@ -11,7 +11,7 @@ can be checked against the last sweep before spending device time on a new
 one. The sweep's own "auto" column is what the table of the measured commit
 chose; this reports what the current table chooses.
 
-    python benchmarks/table_verdict.py benchmarks/results/h200/2026-12-05-b/call1_logs/dispatch/dispatch_int4.json
+    python benchmarks/table_verdict.py benchmarks/baselines/h200/dispatch_int4.json
     python benchmarks/table_verdict.py --no-prefill ...   # the thresholds used when prefill cannot run
 """
 

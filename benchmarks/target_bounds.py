@@ -10,8 +10,8 @@ much of the roofline the best path reached. A target above its ceiling cannot
 be met by any kernel on this machine; one below it says how close the kernels
 are to what the hardware gives.
 
-    python benchmarks/target_bounds.py benchmarks/results/h200/2026-12-05-b/call1_logs/dispatch/dispatch_int4.json \
-        benchmarks/results/h200/2026-12-05-b/call1_logs/dispatch/dispatch_int8.json
+    python benchmarks/target_bounds.py benchmarks/baselines/h200/dispatch_int4.json \
+        benchmarks/baselines/h200/dispatch_int8.json
 
 No GPU needed: it reads the JSON of a sweep that timed cuBLAS (and forced
 paths) at the target M values.

@@ -119,11 +119,11 @@ def test_plan_invariants_everywhere(planner):
     (64, 8192, 256, {"splits": (2, 8)}),          # 2 tiles: split-K fills the SMs
     (4096, 1024, 2048, {"splits": (1, 1)}),       # 256 tiles: no split
     (3250, 1024, 1024, {"bt": 256}),
-    # the refit's choices, measured faster than the previous model's (2026-12-02-f/experiments/ab3_fit):
+    # the refit's choices, measured faster than the previous model's (benchmarks/RESULTS.md, prefill plan):
     (384, 4096, 6144, {"bt": 128, "splits": (8, 8)}),    # 8B qkv: 0.81x the time of BT 256 whole
     (256, 8192, 10240, {"bt": 128, "splits": (4, 4)}),   # 70B qkv: 0.87x
     (192, 4096, 4096, {"bt": 64, "splits": (1, 1)}),     # 8B o: 0.88x
-    # BT 192, against the plans before it (2026-12-04-c call 3, int4):
+    # BT 192, against the plans before it (benchmarks/RESULTS.md, prefill plan; int4):
     (768, 14336, 4096, {"bt": 192, "splits": (1, 1)}),   # 8B down: 4 x 32 tiles, 0.88x of BT 256 split 4
     (576, 8192, 8192, {"bt": 192, "splits": (2, 2)}),    # 70B o: 0.92x of BT 128 split 2
     (192, 8192, 57344, {"bt": 192}),                     # 70B gate_up: 0.85x of BT 256
@@ -148,13 +148,13 @@ def test_plan_follows_the_sm_count(planner):
 
 
 def test_the_refit_script_replays_this_planner(planner):
-    """benchmarks/experiments/fit_prefill_plan.py replays the planner in Python to know which plan each
+    """benchmarks/fit_prefill_plan.py replays the planner in Python to know which plan each
     timing ran; under the committed constants its replay must be this header's plan (int4 and int8, 132
     SMs)."""
     pytest.importorskip("numpy")
     import repo_scripts
 
-    fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
+    fit = repo_scripts.load("benchmarks/fit_prefill_plan.py")
     for bits, model in ((4, "fit"), (8, "fit8")):
         queries = [(M, K, N, bits, 132, False) for K, N in LLAMA
                    for M in (1, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)]
@@ -170,7 +170,7 @@ def test_the_refit_script_reads_only_prefill_rows(tmp_path):
 
     import repo_scripts
 
-    fit = repo_scripts.load("benchmarks/experiments/fit_prefill_plan.py")
+    fit = repo_scripts.load("benchmarks/fit_prefill_plan.py")
     row = {"model": "llama-3-8b", "layer": "qkv", "M": 512, "status": "ok"}
     data = {"config": {"bits": 4}, "rows": [dict(row, impl="prefill", path="prefill", us=40.0),
                                             dict(row, impl="cublas", path=None, us=30.0),
