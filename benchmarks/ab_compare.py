@@ -1,4 +1,4 @@
-"""Compare variants of the extension timed in interleaved rounds (scripts/ab_variants.sh).
+"""Compare variants of the extension timed in interleaved rounds (the `ab` stage of scripts/gpu_check.sh).
 
 Reads result files named VARIANT_ROUND.json, written by `swordfish bench` (key "rows") or by
 benchmarks/bench_decode.py (key "records"), keeps the best (minimum) time of each point over the
