@@ -14,6 +14,7 @@ compute capability and SM count, and last_path must report what gemm ran.
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 
@@ -291,17 +292,20 @@ def test_other_tables_have_no_refinements(tables):
         assert t["fused"]["int8_small"] == -1 and t["decode"]["int8_small"] == -1
 
 
-def test_sm90_table_is_marked_provisional_until_measured(tables):
-    """The sm90 values are estimates; the table says so until the H200 sweep replaces them."""
-    t = tables.table(SM90)
-    header = (ROOT / "kernels" / "dispatch" / "heuristics_sm90.hpp").read_text()
-    if "PROVISIONAL" in t["name"]:
-        assert "bench_dispatch.py" in header  # the command that will measure them
-    else:
-        assert header.count("measured:") >= 3, "a measured sm90 table names its measurement per value"
+@pytest.mark.parametrize("header, least", [("heuristics_sm90.hpp", 7), ("heuristics_sm100.hpp", 1)])
+def test_table_comments_point_at_results_entries(header, least):
+    """Each value's comment names the benchmarks/RESULTS.md entry that holds its evidence ([tag]); every
+    tag a header names must be an entry there, so a header cannot point at evidence that is gone."""
+    text = (ROOT / "kernels" / "dispatch" / header).read_text()
+    comments = [line.split("//", 1)[1] for line in text.splitlines() if "//" in line]
+    tags = {tag for c in comments for tag in re.findall(r"\[([a-z][a-z0-9-]*)\]", c)}
+    assert len(tags) >= least, tags
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    missing = sorted(t for t in tags if f"| [{t}] |" not in results)
+    assert not missing, f"{header} names RESULTS.md entries that do not exist: {missing}"
 
 
-def test_sm90_guesses_cross_earlier_for_int8_and_act_order(tables):
+def test_sm90_without_prefill_int8_and_act_order_go_dense_no_later_than_int4(tables):
     d = tables.table(SM90)["decode"]
     assert d["int8"] <= d["int4"] and d["act_order"] <= d["int4"]
 
