@@ -11,6 +11,8 @@
 #   build     build here: install carried .whl/*.whl, then pip install -e . (SWORDFISH_CUDA_ARCHS, default 90a).
 #   probe     scripts/probe_op_errors.py: argument errors inside the ops reach Python as exceptions.
 #   test      pytest tests (PYTEST_ARGS; -n 16 where pytest-xdist is installed).
+#             The *_ARGS and CMD knobs are read by bash, so quoting inside them works:
+#             PYTEST_ARGS='-k "gather or act_order"'.
 #   check     swordfish check --require-gpu (CHECK_ARGS).
 #   bench     swordfish bench (BENCH_ARGS): bench.txt, bench.json, bench.png.
 #   sweep     the baseline of benchmarks/baselines: bench_dispatch.py int4 + int8, every path, SWEEP_M, 5 rounds;
@@ -109,14 +111,12 @@ has_stage probe && stage probe 120 "$PY" scripts/probe_op_errors.py
 if has_stage test; then
   workers=""
   "$PY" -c 'import xdist' 2> /dev/null && workers="-n ${PYTEST_WORKERS:-16}"
-  # shellcheck disable=SC2086
-  stage tests "${TEST_TIMEOUT:-330}" "$PY" -m pytest -q -p no:cacheprovider $workers tests -rf ${PYTEST_ARGS:-}
+  stage tests "${TEST_TIMEOUT:-330}" bash -c "$PY -m pytest -q -p no:cacheprovider $workers tests -rf ${PYTEST_ARGS:-}"
 fi
-# shellcheck disable=SC2086
-has_stage check && stage check "${CHECK_TIMEOUT:-120}" "$PY" -m swordfish_backend check --require-gpu ${CHECK_ARGS:-}
+has_stage check && stage check "${CHECK_TIMEOUT:-120}" bash -c "$PY -m swordfish_backend check --require-gpu ${CHECK_ARGS:-}"
 if has_stage bench; then
-  # shellcheck disable=SC2086
-  stage bench "${BENCH_TIMEOUT:-120}" "$PY" -m swordfish_backend bench --json "$R/bench.json" --png "$R/bench.png" ${BENCH_ARGS:-}
+  stage bench "${BENCH_TIMEOUT:-120}" \
+    bash -c "$PY -m swordfish_backend bench --json '$R/bench.json' --png '$R/bench.png' ${BENCH_ARGS:-}"
 fi
 if has_stage sweep; then
   SWEEP_M="${SWEEP_M:-1,16,24,32,40,48,56,64,72,80,96,128,192,256,384,512,768,1024,2048,4096,6144,8192,12288}"
@@ -132,9 +132,8 @@ if has_stage ab; then
                    [prefill8]="${AB_PREFILL8_ARGS-}" [decode]="${AB_DECODE_ARGS---bits 4 8 --M 1 16 32 48 --no-cublas}")
   for v in "${V[@]}"; do
     [ "$v" = main ] || [ -z "${AB_TESTS-tests/test_prefill_gpu.py tests/test_decode_gpu.py}" ] && continue
-    # shellcheck disable=SC2086
-    use_build "$v" && stage "ab/tests_$v" 240 "$PY" -m pytest -q -n 16 -p no:cacheprovider \
-      ${AB_TESTS-tests/test_prefill_gpu.py tests/test_decode_gpu.py} -rf
+    use_build "$v" && stage "ab/tests_$v" 240 \
+      bash -c "$PY -m pytest -q -n 16 -p no:cacheprovider ${AB_TESTS-tests/test_prefill_gpu.py tests/test_decode_gpu.py} -rf"
   done
   for r in $(seq 1 "${ROUNDS:-2}"); do
     order=("${V[@]}")
@@ -145,12 +144,10 @@ if has_stage ab; then
         [ -n "${ARGS[$b]}" ] || continue
         mkdir -p "$R/ab/$b"
         if [ "$b" = decode ]; then
-          # shellcheck disable=SC2086
-          within 150 "$PY" benchmarks/bench_decode.py ${ARGS[$b]} --rounds 1 --out "$R/ab/$b/${v}_$r.json" \
+          within 150 bash -c "$PY benchmarks/bench_decode.py ${ARGS[$b]} --rounds 1 --out '$R/ab/$b/${v}_$r.json'" \
             > "$R/ab/$b/${v}_$r.txt" 2>&1
         else
-          # shellcheck disable=SC2086
-          within 150 "$PY" -m swordfish_backend bench ${ARGS[$b]} -q --png '' --json "$R/ab/$b/${v}_$r.json" \
+          within 150 bash -c "$PY -m swordfish_backend bench ${ARGS[$b]} -q --png '' --json '$R/ab/$b/${v}_$r.json'" \
             > "$R/ab/$b/${v}_$r.txt" 2>&1
         fi
       done
@@ -165,9 +162,8 @@ if has_stage ab; then
 fi
 if has_stage profile; then
   mkdir -p "$R/profile"
-  # shellcheck disable=SC2086
-  stage profile/ncu "${PROFILE_TIMEOUT:-120}" ncu --clock-control none --set full --import-source no \
-    -k "regex:${PROFILE_KERNEL:?PROFILE_KERNEL=REGEX}" -c 1 -f -o "$R/profile/prof" ${PROFILE_CMD:?PROFILE_CMD=...}
+  stage profile/ncu "${PROFILE_TIMEOUT:-120}" bash -c "ncu --clock-control none --set full --import-source no \
+    -k 'regex:${PROFILE_KERNEL:?PROFILE_KERNEL=REGEX}' -c 1 -f -o '$R/profile/prof' ${PROFILE_CMD:?PROFILE_CMD=...}"
   ncu -i "$R/profile/prof.ncu-rep" > "$R/profile/details.txt" 2>&1
   ncu -i "$R/profile/prof.ncu-rep" --page source --csv --print-source sass > "$R/profile/sass.csv" 2>&1
   stage profile/stalls 60 "$PY" benchmarks/ncu_stalls.py "$R/profile/sass.csv" --top 25
@@ -176,9 +172,8 @@ has_stage cmd && stage cmd "${CMD_TIMEOUT:-300}" bash -c "${CMD:?CMD=...}"
 if has_stage sanitize; then
   if command -v compute-sanitizer > /dev/null 2>&1; then
     for tool in memcheck racecheck synccheck; do
-      # shellcheck disable=SC2086
-      stage "san_$tool" "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \
-        "$PY" -m pytest -q -p no:cacheprovider -m sanitize tests ${SANITIZE_ARGS:-}
+      stage "san_$tool" "${SAN_TIMEOUT:-120}" bash -c "compute-sanitizer --tool $tool --error-exitcode 99 \
+        --print-limit 50 $PY -m pytest -q -p no:cacheprovider -m sanitize tests ${SANITIZE_ARGS:-}"
     done
   else
     say "sanitize: skipped (compute-sanitizer not on PATH)"
