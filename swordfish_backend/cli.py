@@ -131,8 +131,10 @@ def cmd_bench(args) -> int:
     ok, why = gpu_status(args.device)
     if not ok:
         _warn(f"swordfish bench: {why}.")
-        _warn("bench times the CUDA kernels, so it needs an NVIDIA GPU (sm80 or newer), a CUDA build of torch and "
-              "the compiled extension (pip install --no-build-isolation . on a machine with nvcc).")
+        _warn("bench times the CUDA kernels, so it needs a CUDA build of torch, the compiled extension (pip install "
+              "--no-build-isolation . on a machine with nvcc) and an NVIDIA GPU it was built for: the default build "
+              "covers sm_90a (H100, H200), sm_100a (B200, GB200) and sm_110a (Jetson Thor); other GPUs need "
+              "SWORDFISH_CUDA_ARCHS set at build time (`swordfish info` lists the built architectures).")
         _warn("Without them, `swordfish check` still self-tests the CPU reference path, `swordfish info` shows "
               "what is missing, and `swordfish bench --from-json FILE` re-renders a saved result.")
         return EXIT_UNAVAILABLE

@@ -1,6 +1,7 @@
 """docs/DISPATCH.md's H200 table against the compiled sm90 table: every path range the page states
 (first and last M of each, on the page's representative shape for the row) is what
-heuristics::choose picks on a 132-SM sm90 device, so the page cannot drift from the table."""
+heuristics::choose picks on a 132-SM sm90 device, so the page cannot drift from the table. README.md's
+one-line summary of the int4 ranges is checked the same way."""
 
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def test_every_stated_range(tables, label, bits):  # noqa: F811 (the fixture)
         for M in (first, last if last is not None else 2 * first):
             got = tables.choose(SM90, H200_SMS, M, K, N, bits, act=act, prefill=prefill)
             assert got == PATHS[path], f"{label} int{bits} M = {M}: the page says {path}, the table picks {got}"
+
+
+def test_readme_ranges(tables):  # noqa: F811 (the fixture)
+    """README's results paragraph: the int4 prefill range over its eight Llama-3 layers, as the table picks."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    m = re.search(r"decode serves M up to (\d+) or (\d+) by layer and the prefill path from M = (\d+)-(\d+) "
+                  r"up to (\d+); the dense tier takes M = (\d+) and above \(int4", text)
+    assert m, "README.md's dispatch sentence is missing or reworded: keep it checkable"
+    dec_lo, dec_hi, pre_lo, pre_hi, pre_last, dense = (int(v) for v in m.groups())
+    firsts, lasts, dense_from = set(), set(), set()
+    llama = [(4096, 6144), (4096, 4096), (4096, 28672), (14336, 4096),  # the README table's layers
+             (8192, 10240), (8192, 8192), (8192, 57344), (28672, 8192)]
+    for K, N in llama:
+        paths = tables.choose_many([(SM90, H200_SMS, M, K, N, 4, False, True, True, True) for M in range(1, 20000)])
+        firsts.add(paths.index(PREFILL) + 1)
+        lasts.add(len(paths) - paths[::-1].index(PREFILL))
+        dense_from.add(paths.index(DENSE) + 1)
+    assert (min(firsts), max(firsts)) == (pre_lo, pre_hi) == (dec_lo + 1, dec_hi + 1)
+    assert lasts == {pre_last} and dense_from == {dense} == {pre_last + 1}
