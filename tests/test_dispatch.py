@@ -140,6 +140,19 @@ def test_thor_dense_serves_int8_only(tables):
     assert tables.choose(THOR, THOR_SMS, 8192, K, N, 8, prefill=True) == DENSE
 
 
+def test_blackwell_without_prefill_hands_large_m_to_the_dense_tier(tables):
+    """No tcgen05 prefill in this build: decode alone would run large M at ~2.4x cuBLAS's time (H100), so
+    on B200 and Thor every format reaches the dense tier (cuBLAS) at the latest where the H200 measured it."""
+    h200 = tables.table(SM90)["decode"]
+    for cc, sms in ((SM100, B200_SMS), (THOR, THOR_SMS)):
+        d = tables.table(cc)["decode"]
+        for key in ("int4", "int4_k_heavy", "int8", "int8_k_heavy", "act_order"):
+            assert d[key] != NEVER and 0 < d[key] <= h200[key], (cc, key)
+        for bits in (4, 8):
+            for K, N in (QKV_8B, DOWN_8B):
+                assert tables.choose(cc, sms, 8192, K, N, bits) == DENSE, (cc, bits, K, N)
+
+
 def test_cc_10_1_is_thor_and_10_3_is_b300(tables):
     assert tables.table((10, 1))["name"] == tables.table(THOR)["name"]
     assert tables.table((10, 3))["name"] == tables.table(SM100)["name"]

@@ -45,9 +45,11 @@ inline constexpr Table kThor = {
     // weight traffic (write-up)
     /*dense_vs_fused=*/DenseFrom{/*int4=*/kNever, /*int4_k_heavy=*/kNever, /*int8=*/2048, /*int8_k_heavy=*/8192,
                                  /*act_order=*/kNever},
-    // The same figures. UNMEASURED against decode alone, where the dense tier may win earlier.
-    /*dense_vs_decode=*/DenseFrom{/*int4=*/kNever, /*int4_k_heavy=*/kNever, /*int8=*/2048, /*int8_k_heavy=*/8192,
-                                  /*act_order=*/kNever},
+    // No tcgen05 prefill in this build, so this set decides. UNMEASURED: the H200's decode-vs-dense
+    // crossovers, as on B200. The write-up's "int4 never dense" was against decode + tcgen05 prefill;
+    // decode alone runs ~2.4x cuBLAS's time at M = 8192 (H100), so large M must reach cuBLAS.
+    /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,
+                                  /*act_order=*/208},
 };
 
 }  // namespace heuristics
