@@ -1,4 +1,4 @@
-"""Refit the sm90 prefill planner's cost constants (kernels/prefill/prefill_sm90_launch.cu) from
+"""Refit the sm90 prefill planner's cost constants (kernels/prefill/sm90/prefill_sm90_launch.cu) from
 `swordfish bench --paths prefill` JSON files timed on the H200.
 
 Each file names the constants its extension planned with (--model old|table|fit, see MODELS); the
