@@ -969,3 +969,13 @@ def test_info_moe_lines():
 def test_package_exports():
     assert {"QuantizedExperts", "fused_moe"} <= set(sf.__all__)
     assert sf.fused_moe is moe.fused_moe and sf.QuantizedExperts is moe.QuantizedExperts
+
+
+def test_docs_state_the_op_schemas():
+    """docs/MOE.md lists every MoE op with the schema the tests hold the extension to."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "MOE.md").read_text()
+    for schema in MOE_SCHEMAS.values():
+        assert schema in text, schema
+    assert "docs/MOE.md" in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "FORMAT.md").read_text()
