@@ -417,7 +417,7 @@ def fused_moe(x: torch.Tensor, w13: QuantizedExperts, w2: QuantizedExperts, topk
 
     paths = ops.moe_paths()
     if path not in paths:
-        raise ValueError(f"swordfish.fused_moe: path must be one of {sorted(paths)}, got {path!r}")
+        raise ValueError(f"swordfish.fused_moe: path must be one of {list(paths)}, got {path!r}")
     if deterministic is not None and not isinstance(deterministic, bool):
         raise TypeError(f"swordfish.fused_moe: deterministic must be None, True or False, got {deterministic!r}")
     if x.device.type == "cpu":
@@ -439,11 +439,9 @@ def op_args(x, w13: QuantizedExperts, w2: QuantizedExperts, topk_weights, topk_i
             apply_router_weight_on_input=False, expert_map=None, path: int = 0, deterministic=None) -> tuple:
     """The ``swordfish::fused_moe`` arguments in schema order, for inputs already validated.
 
-    Routing ids and the expert map go to the op as int32 and router weights as
-    fp32 (exact conversions; one small copy each when they come otherwise).
+    Routing ids (int32 / int64) and weights (fp32 / x.dtype) go to the op as
+    they come; an int64 expert map becomes int32 (the op's type).
     """
-    ids = topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)
-    weights = topk_weights if topk_weights.dtype == torch.float32 else topk_weights.to(torch.float32)
     emap = expert_map
     if emap is not None and emap.dtype != torch.int32:
         emap = emap.to(torch.int32)
@@ -452,7 +450,8 @@ def op_args(x, w13: QuantizedExperts, w2: QuantizedExperts, topk_weights, topk_i
     p2, s2, z2, perm2, _, g2, cw2 = w2.kernel_args()
     from . import ops
 
-    return (x.contiguous(), p13, s13, z13, perm13, p2, s2, z2, perm2, weights.contiguous(), ids.contiguous(), emap,
+    return (x.contiguous(), p13, s13, z13, perm13, p2, s2, z2, perm2, topk_weights.contiguous(),
+            topk_ids.contiguous(), None if emap is None else emap.contiguous(),
             bits, g13, cw13, g2, cw2, ops.MOE_ACTIVATIONS[activation], bool(apply_router_weight_on_input), path,
             det)
 

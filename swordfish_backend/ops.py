@@ -270,10 +270,12 @@ _load()
 # =====================================================================================================
 
 # Values of fused_moe's `path` and of moe_select_path() / last_moe_path(): 0 is auto (as an argument)
-# or "none yet" (from last_moe_path); path i + 1 is moe_path_names()[i].
+# or "none yet" (from last_moe_path); path i + 1 is moe_path_names()[i]. The extension names the paths
+# its build can run (a path not built yet is left off the end).
 MOE_PATH_AUTO = 0
-# Used only while the extension (or its MoE ops) is absent, to parse `--paths` and `path=`;
-# tests/test_moe.py checks it against the extension's moe_path_names().
+# Every MoE path the op's codes define, in code order. Used only while the extension (or its MoE ops)
+# is absent (CPU: `path=` and `--paths` parsing); tests/test_moe.py checks that the extension's names
+# are this list or a prefix of it (the same codes).
 MOE_PATH_NAMES_FALLBACK = ("fused", "dense")
 # Values of fused_moe's `activation` argument.
 MOE_ACTIVATIONS = {"silu": 0, "gelu": 1}

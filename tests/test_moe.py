@@ -569,7 +569,7 @@ def _experts(E=4, K=128, N=128, bits=4, dtype=BF16):
     (dict(expert_map=torch.tensor([0, 1, 2, -2], dtype=torch.int32)), ValueError,
      r"expert_map values must be -1 or a local expert in \[0, 4\), got \[-2, 2\]"),
     (dict(expert_map=torch.tensor([0, 1, 2, 4], dtype=torch.int32)), ValueError, r"got \[0, 4\]"),
-    (dict(path="fast"), ValueError, r"path must be one of \['auto', 'dense', 'fused'\], got 'fast'"),
+    (dict(path="fast"), ValueError, r"path must be one of \['auto', 'fused'.*\], got 'fast'"),
     (dict(path="fused"), ValueError, "path='fused' names a CUDA kernel path; CPU tensors run the reference"),
     (dict(deterministic="yes"), TypeError, "deterministic must be None, True or False, got 'yes'"),
 ])
@@ -642,7 +642,9 @@ def test_moe_wrappers_say_what_is_missing():
 def test_moe_schemas_and_path_names_match_the_extension():
     for name, schema in MOE_SCHEMAS.items():
         assert str(getattr(torch.ops.swordfish, name).default._schema) == schema
-    assert ops.moe_path_names() == ops.MOE_PATH_NAMES_FALLBACK  # the fallback list is the extension's
+    names = ops.moe_path_names()  # the paths this build runs: the fallback list or a prefix (same codes)
+    assert names and names == ops.MOE_PATH_NAMES_FALLBACK[:len(names)]
+    assert ops.moe_paths() == {"auto": 0, **{n: i + 1 for i, n in enumerate(names)}}
     assert ops.has_extension()
 
 
@@ -889,7 +891,8 @@ def test_bench_moe_run_with_a_fake_device(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "capture_graph", fake_capture)
     monkeypatch.setattr(bench, "replay_rounds", lambda graphs, rounds: {
         key: [(12.0 + r) * n / 1e3 for r in range(rounds)] for key, n in zip(graphs, captured[-len(graphs):])})
-    paths = ops.moe_paths()
+    paths = {"auto": 0, **{n: i + 1 for i, n in enumerate(ops.MOE_PATH_NAMES_FALLBACK)}}  # every path defined
+    monkeypatch.setattr(ops, "moe_paths", lambda: paths)
     last = {"path": 0}
 
     def fake_op(*args):
@@ -979,3 +982,18 @@ def test_docs_state_the_op_schemas():
     for schema in MOE_SCHEMAS.values():
         assert schema in text, schema
     assert "docs/MOE.md" in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "FORMAT.md").read_text()
+
+
+def test_schemas_match_the_registration_source():
+    """The op definitions in kernels/torch/ops_moe.cpp (when this tree has it) are MOE_SCHEMAS, without building."""
+    import pathlib
+    import re
+
+    source = pathlib.Path(__file__).resolve().parents[1] / "kernels" / "torch" / "ops_moe.cpp"
+    if not source.is_file():
+        pytest.skip("kernels/torch/ops_moe.cpp is not in this tree (branch moe-cuda)")
+    defs = {}
+    for literals in re.findall(r'm\.def\(\s*((?:"[^"]*"\s*)+)\)', source.read_text()):
+        schema = "".join(re.findall(r'"([^"]*)"', literals))
+        defs[schema.split("(", 1)[0]] = "swordfish::" + schema
+    assert defs == MOE_SCHEMAS

@@ -136,7 +136,9 @@ def run_case(x, w13, w2, wts, ids, path, ref=None, **kw):
     torch.cuda.synchronize()
     ran = ops.moe_path_name(ops.last_moe_path(torch.cuda.current_device()))
     if path == "auto":
-        predicted = ops.moe_path_name(ops.moe_select_path(T, k, w13.num_experts, H, I, w13.bits, w13.group_size,
+        emap = kw.get("expert_map")
+        E = w13.num_experts if emap is None else emap.numel()  # the dispatcher averages over global experts
+        predicted = ops.moe_path_name(ops.moe_select_path(T, k, E, H, I, w13.bits, w13.scale_group,
                                                           ops.DTYPE_CODES[x.dtype], torch.cuda.current_device()))
         assert ran == predicted, f"auto ran {ran} but moe_select_path predicts {predicted}"
     else:
