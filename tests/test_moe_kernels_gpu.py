@@ -108,7 +108,7 @@ def routing(T, k, E, kind="uniform", seed=0, weights_dtype=torch.float32):
     elif kind == "skewed":  # most slots on two experts, duplicates allowed
         p = torch.full((E,), 0.2 / max(E - 2, 1), device="cuda")
         p[:2] = 0.4
-        ids = torch.multinomial(p.expand(T, E), k, replacement=True, generator=gen)
+        ids = torch.multinomial(p.expand(T, E).contiguous(), k, replacement=True, generator=gen)
     else:  # "dup": uniform with replacement (duplicate ids inside a row)
         ids = torch.randint(0, E, (T, k), generator=gen, device="cuda")
     w = torch.softmax(torch.randn(T, k, generator=gen, device="cuda"), dim=1).to(weights_dtype)
