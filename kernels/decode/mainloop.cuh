@@ -373,7 +373,8 @@ SF_DEVICE void mainloop(const P& p, Source& src, Flush&& flush, const detail::Un
         } else {
 #pragma unroll
           for (int sl = 0; sl < NS; ++sl)
-            ptx::cp_async_16_ca(st + L.act_offset + (i * NS + sl) * 512 + lane * 16, src.x(i) + sl * format::kFragmentK);
+            ptx::cp_async_16_ca(st + L.act_offset + (i * NS + sl) * 512 + lane * 16,
+                                src.x(i) + sl * format::kFragmentK);
         }
       }
     }

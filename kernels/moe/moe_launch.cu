@@ -134,7 +134,8 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   g->fold = pl.mt == 1 && (w.channelwise || p.bits == 8 || w.group >= 64);
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = w.zeros != nullptr;
-  g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold) : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
+  g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold)
+                          : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
   if (g->kernel.fn == nullptr) {
     *err = "moe: no expert GEMM instance for MT = " + str(pl.mt);
     return false;

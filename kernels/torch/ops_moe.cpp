@@ -57,7 +57,8 @@ std::tuple<Tensor, Tensor, Tensor> moe_align(Tensor topk_ids, int64_t num_expert
   const int E = static_cast<int>(num_experts), bm = static_cast<int>(block_m);
   const std::string why = dispatch::moe_align_check(slots, E, bm, info.cc_major);
   SF_CHECK(why.empty(), op, why);
-  const int64_t len = dispatch::moe_align_sorted_len(slots, E, bm), blocks = dispatch::moe_align_blocks_len(slots, E, bm);
+  const int64_t len = dispatch::moe_align_sorted_len(slots, E, bm);
+  const int64_t blocks = dispatch::moe_align_blocks_len(slots, E, bm);
   Tensor sorted_ids = empty_like_device({len}, ScalarType::Int, topk_ids);
   Tensor expert_ids = empty_like_device({blocks}, ScalarType::Int, topk_ids);
   Tensor num_post_pad = empty_like_device({1}, ScalarType::Int, topk_ids);
