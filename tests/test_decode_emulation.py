@@ -1,6 +1,6 @@
 """CPU emulation of the decode kernels' index math (no GPU needed).
 
-``emulate`` walks kernels/decode/decode_gemm.cuh statement by statement for
+``emulate`` walks kernels/decode/decode_gemm.cuh (with decode/mainloop.cuh, epilogue.cuh) statement by statement for
 every CTA, warp and lane: the flat unit ranges, the per-lane 16-byte weight,
 activation and scale slots, the ldmatrix.x4 row addresses, the ldmatrix
 broadcasts of the staged scale rows, the LOP3 dequant bit tricks (kernels/common/dequant.cuh)
@@ -204,7 +204,7 @@ int main() { std::printf("%d %lld %d %d\n", kFoldMaxTiles, kFoldMt2MaxWeightsPer
 
 
 def swizzle_128(o: int) -> int:
-    """decode_gemm.cuh detail::swizzle_128: 16-byte chunk index in a 128-byte line XOR the line index mod 8."""
+    """decode/mainloop.cuh detail::swizzle_128: 16-byte chunk index in a 128-byte line XOR the line index mod 8."""
     return o ^ ((o >> 3) & 0x70)
 
 
@@ -302,7 +302,7 @@ def _cta_units(b, mode, grid, units, KB):
 
 
 def _piece(mode, b, seg, KB, units, grid):
-    """CTA b's plane for its piece of segment seg (kModePartials; decode_gemm.cuh detail::first_piece / piece_plane)."""
+    """CTA b's plane for its piece of segment seg (kModePartials; decode_gemm.cuh detail::first_piece, epilogue.cuh piece_plane)."""
     return b - first_cta(seg * KB, units, grid) if mode == "partials" else 0
 
 
@@ -323,7 +323,7 @@ def _store_pair(mode, y, filled, partial, bias, part, rr, cc, v0, v1):
 
 
 def _red_row_runs(y, rows, col0, w, M):
-    """gemm_kernel's atomic flush of one accumulator row half (detail::red_row_runs): w[lane][c] is the
+    """gemm_kernel's atomic flush of one accumulator row half (epilogue.cuh detail::red_row_runs): w[lane][c] is the
     lane's packed pair (columns 8 c + 2 t, + 1 of row rows[lane]); two butterfly rounds (lane ^ 1,
     lane ^ 2) exactly as the kernel does them, then each lane adds two 8-column runs."""
     t = [lane & 3 for lane in range(32)]

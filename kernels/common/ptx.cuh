@@ -272,6 +272,14 @@ SF_DEVICE void red_add_bf16x8(void* addr, uint4 v) {
                : "memory");
 }
 
+// Two adjacent fp32 values (8-byte aligned) in one reduction, sm_90+ only
+// (RED.E.ADD.F32x2): the fused-MoE epilogues sum split-K pieces and top-k
+// experts in fp32; one vector reduction per output pair instead of two scalar
+// atomics, without a return value.
+SF_DEVICE void red_add_f32x2(float* addr, float v0, float v1) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(v0), "f"(v1) : "memory");
+}
+
 // ---------------------------------------------------------------- programmatic dependent launch
 
 // Wait until the preceding grid in the stream has completed and its writes are

@@ -1,6 +1,11 @@
 // The decode mainloop: y (+)= x @ W^T for small M, streaming packed format v1
 // weights at HBM speed through mma.sync.m16n8k16. Host twin: decode_launch.cu.
 //
+// The pieces live beside it: decode/mainloop.cuh (staging ring, dequant, MMA,
+// FOLD over a unit range, for any row source) and decode/epilogue.cuh (the
+// flush modes); this file holds the work split and the dense kernel that
+// binds them: rows of x are rows m (DenseSource), y rows m (DenseEpilogue).
+//
 // One kernel template serves every decode regime (M <= 8 runs the
 // swapped-operand twin in decode_swap.cuh instead); MT (m16 tiles per m-group,
 // 1..4) picks the regime: MT = 1 for M <= 16, 2 / 3 for M <= 32 / 48 (one
@@ -44,240 +49,23 @@
 // partials (deterministic).
 #pragma once
 
+
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/common/dequant.cuh"
 #include "kernels/common/format.h"
 #include "kernels/common/ptx.cuh"
 #include "kernels/decode/decode_config.h"
 #include "kernels/decode/decode_kernels.h"
+#include "kernels/decode/epilogue.cuh"
+#include "kernels/decode/mainloop.cuh"
 
 namespace swordfish {
 namespace decode {
 
 namespace detail {
 
-SF_DEVICE float bf16_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-
-template <bool BF16>
-SF_DEVICE float to_f32(uint16_t h) {
-  if constexpr (BF16) {
-    return bf16_to_f32(h);
-  } else {
-    return ptx::cvt_f32_f16(h);
-  }
-}
-
-template <bool BF16>
-SF_DEVICE uint32_t pack(float lo, float hi) {
-  if constexpr (BF16) {
-    return ptx::cvt_pack_bf16x2(lo, hi);
-  } else {
-    return ptx::cvt_pack_f16x2(lo, hi);
-  }
-}
-
-template <bool BF16>
-SF_DEVICE void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (BF16) {
-    ptx::mma_bf16(d, a, b0, b1);
-  } else {
-    ptx::mma_f16(d, a, b0, b1);
-  }
-}
-
-// FOLD accumulators: D = A * B when `first` (the first MMA into it of a scale
-// group: C is zero, ptxas reads RZ, so fold() clears nothing after applying a
-// group), else D += A * B. `first` is a constant after unrolling.
-template <bool BF16>
-SF_DEVICE void mma_group(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool first) {
-  if (first) d[0] = d[1] = d[2] = d[3] = 0.f;
-  mma<BF16>(d, a, b0, b1);
-}
-
-template <bool BF16>
-SF_DEVICE void red_pair(uint16_t* addr, uint32_t v) {
-  if constexpr (BF16) {
-    ptx::red_add_bf16x2(addr, v);
-  } else {
-    ptx::red_add_f16x2(addr, v);
-  }
-}
-
-// Eight consecutive outputs (16-byte aligned) in one reduction on sm_90+, as
-// four packed pairs before.
-template <bool BF16>
-SF_DEVICE void red_run(uint16_t* addr, uint4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (BF16) {
-    ptx::red_add_bf16x8(addr, v);
-  } else {
-    ptx::red_add_f16x8(addr, v);
-  }
-#else
-  red_pair<BF16>(addr, v.x);
-  red_pair<BF16>(addr + 2, v.y);
-  red_pair<BF16>(addr + 4, v.z);
-  red_pair<BF16>(addr + 6, v.w);
-#endif
-}
-
-// Atomic flush of one accumulator row of a warp's n64 block as 8-column runs.
-// On entry lane (g, t) holds the packed pairs w[c]: columns 8 c + 2 t, + 1 of
-// its row (c = 0..7, the mma.sync accumulator layout). Two butterfly rounds
-// (lane ^ 1, then lane ^ 2) leave it the whole runs of tiles c = t and 4 + t,
-// which it adds with two 16-byte reductions instead of eight 4-byte ones (a
-// quarter of the atomic operations). Measured 0.914x the time over 112 decode
-// points, 0.64-0.88x on int4 8B qkv / o / down at M = 16-64 (2026-12-03-c,
-// experiments/ab4_red_runs). All 32 lanes call it (the shuffles); `row_ok`
-// gates only the reductions. `row` points at column 0 of the block in this
-// lane's output row (16-byte aligned: y is, and N is a multiple of 64).
-template <bool BF16>
-SF_DEVICE void red_row_runs(uint16_t* row, const uint32_t (&w)[8], int t, bool row_ok) {
-  const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
-  uint32_t d[4][2];  // d[k]: columns 8 (2 k + odd) + 4 (t >> 1) .. + 3
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t recv = ptx::shfl_xor_u32(odd ? w[2 * k] : w[2 * k + 1], 1);
-    d[k][0] = odd ? recv : w[2 * k];
-    d[k][1] = odd ? w[2 * k + 1] : recv;
-  }
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const uint32_t r0 = ptx::shfl_xor_u32(hi ? d[2 * m][0] : d[2 * m + 1][0], 2);
-    const uint32_t r1 = ptx::shfl_xor_u32(hi ? d[2 * m][1] : d[2 * m + 1][1], 2);
-    const uint4 run = hi ? make_uint4(r0, r1, d[2 * m + 1][0], d[2 * m + 1][1])
-                         : make_uint4(d[2 * m][0], d[2 * m][1], r0, r1);  // columns 8 (4 m + t) .. + 7
-    if (row_ok) red_run<BF16>(row + 8 * (4 * m + t), run);
-  }
-}
-
-// An 8 x 8 transpose of packed words across the eight lanes of one t (lane
-// bits 2-4, g = lane / 4) in three butterfly rounds (lane ^ 4, ^ 8, ^ 16; four
-// shuffles each): on entry lane g holds w[r] = element g of run r, on exit
-// w[r] = element r of run g. swap_kernel's atomic flush: element = column,
-// run = 8 consecutive columns, so a lane ends with one whole 16-byte run per
-// token. All 32 lanes call it.
-SF_DEVICE void transpose_runs(uint32_t (&w)[8], int g) {
-#pragma unroll
-  for (int b = 0; b < 3; ++b) {
-    const int mask = 1 << b;
-    const bool upper = ((g >> b) & 1) != 0;
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      if (r & mask) continue;
-      const uint32_t recv = ptx::shfl_xor_u32(upper ? w[r] : w[r | mask], 4 << b);
-      if (upper) {
-        w[r] = recv;
-      } else {
-        w[r | mask] = recv;
-      }
-    }
-  }
-}
-
-// The scales of the eight fragment columns of this lane, 8 c + g (c = 0..7,
-// g = lane / 4: tile c of the B-operand kernels, A row g of m16 tile c / 2 in
-// swap_kernel), from one staged scale row (64 columns, 128 bytes at `row`),
-// two per register: r[j] = (column 16 j + g, column 16 j + 8 + g), the
-// scales of tiles 2 j and 2 j + 1. One ldmatrix.x4.trans does the broadcast:
-// the rows of matrix j alternate between the two 16-byte runs of columns
-// 16 j .. 16 j + 7 and 16 j + 8 .. 16 j + 15, so transposed, lane (g, t)
-// receives element g of each (rows 2t, 2t + 1). The row was staged by other
-// lanes (each copies its own 4 bytes): their cp.async waits are complete when
-// they reach the __syncwarp, which orders those writes before the read.
-SF_DEVICE void scale_columns(uint32_t row, int lane, uint32_t (&r)[4]) {
-  __syncwarp();
-  ptx::ldmatrix_x4_trans(r, row + 32 * (lane >> 3) + 16 * (lane & 1));
-}
-
-// The scale pairs of this lane's D-fragment columns in the B-operand kernels,
-// (8 c + 2 t, 8 c + 2 t + 1) for c = 0..7 (gemm_kernel's FOLD epilogue): word
-// 4 c + t of the staged row. Two ldmatrix.x4 whose eight row addresses per
-// matrix all name the 16-byte run of columns 8 c .. 8 c + 7 (one broadcast
-// wavefront each): lane (g, t) receives elements 2 t, 2 t + 1 of it. As in
-// scale_columns, other lanes staged the row.
-SF_DEVICE void scale_pairs(uint32_t row, int lane, uint32_t (&r)[8]) {
-  __syncwarp();
-  uint32_t lo[4], hi[4];
-  ptx::ldmatrix_x4(lo, row + 16 * (lane >> 3));
-  ptx::ldmatrix_x4(hi, row + 64 + 16 * (lane >> 3));
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    r[j] = lo[j];
-    r[4 + j] = hi[j];
-  }
-}
-
-// scale_columns as packed pairs for the dequant multiply: tile c's scale twice.
-SF_DEVICE void expand_row(uint32_t row, int lane, uint32_t (&pairs)[8]) {
-  uint32_t r[4];
-  scale_columns(row, lane, r);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    pairs[2 * j] = dequant::dup_half(r[j], false);
-    pairs[2 * j + 1] = dequant::dup_half(r[j], true);
-  }
-}
-
-// scale_columns as one fp32 per tile (the FOLD epilogues). bf16 -> fp32 is the
-// half moved to the top 16 bits: one shift or one mask.
-template <bool BF16>
-SF_DEVICE void expand_row_f32(uint32_t row, int lane, float (&out)[8]) {
-  uint32_t r[4];
-  scale_columns(row, lane, r);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    if constexpr (BF16) {
-      out[2 * j] = __uint_as_float(r[j] << 16);
-      out[2 * j + 1] = __uint_as_float(r[j] & 0xffff0000u);
-    } else {
-      out[2 * j] = ptx::cvt_f32_f16(static_cast<uint16_t>(r[j] & 0xffffu));
-      out[2 * j + 1] = ptx::cvt_f32_f16(static_cast<uint16_t>(r[j] >> 16));
-    }
-  }
-}
-
-template <bool BF16, bool ZEROS>
-SF_DEVICE uint32_t apply(uint32_t w, uint32_t s, uint32_t z) {
-  if constexpr (ZEROS) {
-    return dequant::scale_zero<BF16>(w, s, z);
-  } else {
-    return dequant::scale<BF16>(w, s);
-  }
-}
-
-SF_DEVICE uint32_t word(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
-
-// Zero a register array of accumulators (fully unrolled: stays in registers).
-template <int N>
-SF_DEVICE void clear(float (&a)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) a[i] = 0.f;
-}
-template <int R, int N>
-SF_DEVICE void clear(float (&a)[R][N]) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) clear(a[r]);
-}
-template <int T, int R, int N>
-SF_DEVICE void clear(float (&a)[T][R][N]) {
-#pragma unroll
-  for (int t = 0; t < T; ++t) clear(a[t]);
-}
-
-// This lane's 16 B of each of the four weight sub-tiles staged at `slot`.
-SF_DEVICE void lds_weights(uint4 (&wv)[format::kSubtiles], uint32_t slot, int lane) {
-#pragma unroll
-  for (int s = 0; s < format::kSubtiles; ++s) wv[s] = ptx::lds_128(slot + s * format::kSubtileBytes + lane * 16);
-}
-
-// Byte offset in a CTA-shared activation tile (kShareActs, decode_config.h):
-// the 16-byte chunk index inside a 128-byte line XOR the line index mod 8.
-SF_HOST_DEVICE constexpr uint32_t swizzle_128(uint32_t o) { return o ^ ((o >> 3) & 0x70u); }
-
-// ---- work split and stage ring, shared by gemm_kernel and swap_kernel (decode_swap.cuh)
+// ---- work split, shared by gemm_kernel and swap_kernel (decode_swap.cuh); the stage ring is in mainloop.cuh
 
 // This CTA's units [u0, u1) of the flat list (decode_config.h): a balanced
 // slice of p.units over the grid. kModeDirect launches one CTA per segment, so
@@ -302,12 +90,6 @@ SF_DEVICE void cta_units(const Params& p, long long& u0, long long& u1) {
 // 8B qkv M = 64 deterministic from 23.4 to 21.1 us; 2026-12-03-f call 5.)
 SF_DEVICE int first_piece(const Params& p, long long seg_start) {
   return p.mode == kModePartials ? static_cast<int>(blockIdx.x - first_cta(seg_start, p.units, gridDim.x)) : 0;
-}
-
-// kModePartials: the (M, N) fp32 plane of this CTA's piece of a segment; `first`:
-// the segment its range starts in (plane piece0 = first_piece), else plane 0.
-SF_DEVICE float* piece_plane(const Params& p, bool first, int piece0) {
-  return p.partials + static_cast<long long>(first ? piece0 : 0) * p.M * p.N;
 }
 
 // The units [u0, u1) warp `warp` streams: the CTA's range cut to the quads q
@@ -336,16 +118,6 @@ SF_DEVICE int ring_units(const Params& p, int warp, int mgroups, long long& u0, 
   }
 }
 
-// Where flat unit u lies: quad, m-group, k-block (mgroups folded as above).
-struct UnitPos {
-  int q, mg, kb;
-};
-SF_DEVICE UnitPos unit_pos(long long u, int kblocks, int mgroups) {
-  const long long seg = u / kblocks;
-  return UnitPos{static_cast<int>(seg / mgroups), static_cast<int>(seg % mgroups),
-                 static_cast<int>(u - seg * kblocks)};
-}
-
 // The kernels' entry under programmatic dependent launch (decode_launch.cu
 // launches every decode kernel with it on sm_90+): the packed weights are
 // constant, so before waiting for the previous grid (the prep kernel, which
@@ -363,16 +135,9 @@ SF_DEVICE void enter_dependent(const Params& p, int col, int kb, int units, int 
   ptx::grid_launch_dependents();
 }
 
-// A unit's weights, lane-local: this lane's 16 B of each 512-byte sub-tile of
-// the column's block (w: the lane's bytes of sub-tile 0) into slot `dst`.
-SF_DEVICE void issue_weights(uint32_t dst, const uint8_t* w, uint64_t pol, int lane) {
-#pragma unroll
-  for (int s = 0; s < format::kSubtiles; ++s)
-    ptx::cp_async_16_cg(dst + s * format::kSubtileBytes + lane * 16, w + s * format::kSubtileBytes, pol);
-}
-
-// A unit's scale (+ zero-point) pair of this lane's columns (scol, scol + 1),
-// lane-local: the row of k0, and for int4 g32 (two_rows) also the row of k0 + 32.
+// issue_scales (mainloop.cuh) on the layer's scale / zero-point tensors
+// (swap_kernel; written out, not forwarded: forwarding moved ptxas' register
+// allocation of the swap instances with zero points by -30..+1).
 template <int BITS, bool ZEROS>
 SF_DEVICE void issue_scales(uint32_t s_dst, uint32_t z_dst, const Params& p, int k0, int scol, bool two_rows,
                             int lane) {
@@ -385,66 +150,37 @@ SF_DEVICE void issue_scales(uint32_t s_dst, uint32_t z_dst, const Params& p, int
   }
 }
 
-// Zero BYTES at `base` of each of the S ring slots (stride apart): thread
-// `tid` of NT stores 16 B at base + 16 tid, + 16 NT, ... (once, before the
-// prologue; activation slots no thread copies must read as zeros).
-template <int S, int BYTES, int NT>
-SF_DEVICE void zero_ring(uint32_t base, uint32_t stride, int tid) {
-#pragma unroll
-  for (int st = 0; st < S; ++st)
-#pragma unroll
-    for (int o = 0; o < BYTES; o += 16 * NT)
-      if (BYTES % (16 * NT) == 0 || o + tid * 16 < BYTES) ptx::sts_128(base + st * stride + o + tid * 16, make_uint4(0, 0, 0, 0));
-}
-
-// The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
-// cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
-// unit it (0 .. n - 1) from slot st. S - 1 units are issued before the loop.
-//   SYNC = false (every slot written and read by the same lane): iteration it
-//     issues unit it + S - 1 into the slot consumed at it - 1 (this lane's
-//     reads of it are complete: their values fed the MMAs), commits (empty
-//     groups past the end keep the count uniform) and waits for unit it with
-//     the per-thread cp.async.wait_group. No warp or CTA barrier.
-//   SYNC = true (slots some threads fill and others read: kShareActs): wait
-//     for this thread's copies of unit it, then one CTA barrier: after it every
-//     copy of unit it has landed and is visible, and every warp has finished
-//     unit it - 1, whose slot the refill (unit it + S - 1) then takes. n must
-//     be the same for every thread of the CTA.
-template <int S, bool SYNC = false, class Issue, class Consume>
-SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Consume&& consume) {
-  static_assert(S >= (SYNC ? 3 : 2), "the ring needs a unit in flight beyond the one consumed");
-  const uint32_t ring_end = ring + S * stride;
-  uint32_t prod = ring, cons = ring;
-  int issued = 0;
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += stride;
-  }
-  for (int it = 0; it < n; ++it) {
-    if constexpr (SYNC) {
-      ptx::cp_async_wait<S - 2>();
-      __syncthreads();
-    }
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += stride;
-    if (prod == ring_end) prod = ring;
-    if constexpr (!SYNC) ptx::cp_async_wait<S - 1>();
-    consume(it, cons);
-    cons += stride;
-    if (cons == ring_end) cons = ring;
-  }
-}
-
 }  // namespace detail
+
+// gemm_kernel's row source: rows of x are output rows m (mainloop.cuh
+// "Source"). Pass i of the thread's copy is row row0 + RP i, present when
+// < M (and, shared, inside the m-group's tile); one cursor for all passes.
+template <int BITS, int MT, bool SHARE>
+struct DenseSource {
+  using T = ActTiling<BITS, MT, SHARE>;
+  const Params& p;
+  const uint16_t* cur = nullptr;  // this thread's 8 activations of pass 0 (lane-local: slice 0)
+  uint32_t rows = 0;              // bit i: this thread's row of pass i is in the tile and < M
+  int stride = 0;                 // elements between copy passes
+
+  SF_DEVICE void prepare() { stride = T::RP * p.K; }
+
+  SF_DEVICE void seek(int /*q*/, int mg, int kb, int x_row, int x_col) {
+    const int row0 = mg * MT * 16 + x_row;
+    cur = p.x + static_cast<long long>(row0) * p.K + kb * T::BK + x_col;
+    rows = 0;
+#pragma unroll
+    for (int i = 0; i < T::NP; ++i)
+      rows |= (row0 + T::RP * i < p.M && (!SHARE || x_row + T::RP * i < MT * 16) ? 1u : 0u) << i;
+  }
+  SF_DEVICE bool row_ok(int i) const { return (rows & (1u << i)) != 0; }
+  SF_DEVICE const uint16_t* x(int i) const { return cur + i * stride; }
+  SF_DEVICE void advance(int bk) { cur += bk; }
+  SF_DEVICE const uint8_t* packed() const { return p.packed; }
+  SF_DEVICE const uint16_t* scales() const { return p.scales; }
+  SF_DEVICE const uint16_t* zeros() const { return p.zeros; }
+  SF_DEVICE int mgroups() const { return p.mgroups; }
+};
 
 // grid: 1-D; kModeAtomic: any size (persistent, occupancy x SMs), each CTA a
 // balanced range of units; kModePartials: the same split; kModeDirect: one CTA per segment.
@@ -454,27 +190,6 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD, bool SHARE>
 __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
     gemm_kernel(const __grid_constant__ Params p) {
-  constexpr int S = gemm_stages(BITS, MT, SHARE);
-  constexpr StageLayout L = stage_layout(BITS, MT, ZEROS);                 // lane-local: one warp's stage
-  constexpr SharedStageLayout C = shared_stage_layout(BITS, MT, ZEROS);   // shared: the CTA's stage
-  constexpr int STRIDE = SHARE ? C.bytes : L.bytes;                       // bytes per ring slot
-  constexpr int SCALES = SHARE ? C.scale_offset : L.scale_offset;         // from the warp's weight slot
-  constexpr int ZPS = SHARE ? C.zero_offset : L.zero_offset;
-  constexpr int NS = slices_per_unit(BITS);
-  constexpr int BK = format::block_k(BITS);
-  constexpr int RB = BK * 2;             // bytes of one activation row of a unit
-  constexpr int XC = BK / 8;             // shared: 16-byte chunks per row (8 int4, 4 int8)
-  constexpr int XR = kThreads / XC;      // shared: rows one pass of the CTA copies (16 int4, 32 int8)
-  // copy passes per unit and their row step: shared, the CTA's 16-byte chunks
-  // (row-major); lane-local, one pass per m16 tile (NS slots each)
-  constexpr int NP = SHARE ? (MT * 16 + XR - 1) / XR : MT;
-  constexpr int RP = SHARE ? XR : 16;
-  static_assert(MT >= 1 && MT <= kMaxTiles, "1..4 m16 tiles per m-group");
-  static_assert(!FOLD || MT <= kFoldMaxTiles, "the fp32 scale fold keeps a second accumulator set (kFoldMaxTiles)");
-  static_assert(!SHARE || XR * RB == 2048, "a shared copy pass fills one 2 KB block of the tile");
-  constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
-  constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);  // the fold needs sum(x) per group
-
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -490,321 +205,9 @@ __global__ void __launch_bounds__(kThreads, gemm_min_ctas(MT, SHARE, FOLD))
   detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, kGemmPrefetchUnits, lane);
   const int piece0 = detail::first_piece(p, u0 - pos0.kb);
 
-  // ---- stage ring (S, STRIDE): 32-bit shared addresses, compare-and-wrap.
-  // Lane-local: one ring per warp, act at L.act_offset of each slot. Shared:
-  // one ring for the CTA, the activation tile first, then the warps' slots.
-  const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(SHARE ? 0 : warp * S * L.bytes);
-  const uint32_t wslot = SHARE ? static_cast<uint32_t>(C.warp_offset + warp * C.warp_bytes) : 0u;
-
-  // Activation slots start as zeros. A row >= M is never copied (it may keep a
-  // valid row of an earlier m-group): such rows only feed accumulator rows that
-  // are never stored. Shared: other threads copy into what this one zeroes, so
-  // a barrier separates the two.
-  if constexpr (SHARE) {
-    detail::zero_ring<S, MT * 16 * RB, kThreads>(ring, STRIDE, tid);
-    __syncthreads();
-  } else {
-    detail::zero_ring<S, MT * NS * 512, 32>(ring + L.act_offset, L.bytes, lane);
-  }
-
-  const bool two_rows = BITS == 4 && p.gshift == 5;  // int4 g32: slices 2, 3 use the next scale row
-
-  // ---- producer: the unit it issues next, as cursors
-  const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8;  // ldmatrix.x4: lane l addresses row l % 8 of matrix l / 8
-  const int a_col = (lane >> 4) * 8;                      // matrices 2, 3 hold k 8..15
-  // The rows and column this thread copies: lane-local, its ldmatrix row of
-  // each m16 tile; shared, chunk tid of each 2 KB pass (row tid / XC, 16-byte
-  // chunk tid % XC), written at swizzle_128(16 tid) of the pass.
-  const int x_row = SHARE ? tid / XC : a_row;
-  const int x_col = SHARE ? (tid % XC) * 8 : a_col;
-  const uint32_t x_dst = detail::swizzle_128(static_cast<uint32_t>(tid) * 16);
-  // ldmatrix address of this lane in tile 0 slice 0 of the shared tile; slice sl: ^ 32 sl (the chunk pair 2 sl)
-  const uint32_t x_lane = detail::swizzle_128(static_cast<uint32_t>(a_row * RB)) ^ static_cast<uint32_t>(a_col * 2);
-  const int x_pass_stride = RP * p.K;  // elements between copy passes
-  int p_kb = pos0.kb, p_mg = pos0.mg, p_q = pos0.q;
-  const uint8_t* p_w = nullptr;   // this lane's 16 B of sub-tile 0 of the unit
-  const uint16_t* p_x = nullptr;  // this thread's 8 activations of pass 0 (lane-local: slice 0)
-  int p_scol = 0;                 // scale column of this lane's pair: 64 col + 2 lane
-  uint32_t p_rows = 0;            // bit i: this thread's row of pass i is in the tile and < M
-  auto seek = [&]() {
-    // shared: a warp whose column does not exist (short last quad) streams the
-    // last column again instead of branching around its copies; it skips the MMAs
-    const int col = SHARE ? min(4 * p_q + warp, p.ncols - 1) : 4 * p_q + warp;
-    p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
-    const int row0 = p_mg * MT * 16 + x_row;
-    p_x = p.x + static_cast<long long>(row0) * p.K + p_kb * BK + x_col;
-    p_rows = 0;
-#pragma unroll
-    for (int i = 0; i < NP; ++i)
-      p_rows |= (row0 + RP * i < p.M && (!SHARE || x_row + RP * i < MT * 16) ? 1u : 0u) << i;
-    p_scol = col * format::kBlockN + 2 * lane;
-  };
-  seek();
-
-  auto issue = [&](uint32_t st) {
-    detail::issue_weights(st + wslot, p_w, pol, lane);
-#pragma unroll
-    for (int i = 0; i < NP; ++i) {
-      if (p_rows & (1u << i)) {
-        if constexpr (SHARE) {
-          ptx::cp_async_16_ca(st + i * 2048 + x_dst, p_x + i * x_pass_stride);
-        } else {
-#pragma unroll
-          for (int sl = 0; sl < NS; ++sl)
-            ptx::cp_async_16_ca(st + L.act_offset + (i * NS + sl) * 512 + lane * 16,
-                                p_x + i * x_pass_stride + sl * format::kFragmentK);
-        }
-      }
-    }
-    detail::issue_scales<BITS, ZEROS>(st + wslot + SCALES, st + wslot + ZPS, p, p_kb * BK, p_scol, two_rows, lane);
-    if (++p_kb == p.kblocks) {
-      p_kb = 0;
-      if (++p_mg == p.mgroups) {
-        p_mg = 0;
-        ++p_q;
-      }
-      seek();  // segment boundary: once per segment, off the steady path
-    } else {
-      p_w += kUnitBytes;
-      p_x += BK;
-    }
-  };
-
-  // ldmatrix.x4 address of this lane's rows of m16 tile mt, k16 slice sl, in the stage at st
-  auto act_addr = [&](uint32_t st, int mt, int sl) -> uint32_t {
-    if constexpr (SHARE) return st + mt * 16 * RB + (x_lane ^ static_cast<uint32_t>(sl * 32));
-    return st + L.act_offset + (mt * NS + sl) * 512 + lane * 16;
-  };
-
-  // ---- consumer
-  float acc[MT][8][4];
-  detail::clear(acc);
-
-
-  // FOLD (MT <= kFoldMaxTiles): the MMAs accumulate x . raw per scale group in
-  // raw[] (dequant::kRawOffset), xs[] the group's row sums of x; fold() applies
-  // acc += s * (raw - offset * xs) (+ zs * xs) in fp32 at each group end and
-  // before a flush; the next group's first MMAs overwrite them (mma_group). No
-  // scale multiply, and for int4 bf16 / int8 fp16 no bias fma, per weight pair;
-  // each dequantized pair feeds the MT tiles' MMAs.
-  constexpr int FT = FOLD ? MT : 1;  // tiles with raw sums (the unfolded instances keep one unused slot)
-  float raw[FT][FOLD ? 8 : 1][4], xs[FT][4];
-  detail::clear(raw);
-  detail::clear(xs);
-
-  // FRESH: the unit opens a scale group (fold() left raw / xs stale): the first
-  // MMA into each accumulator overwrites it (mma_group).
-  auto consume_fold = [&](uint32_t st, auto fresh_tag) {
-    constexpr bool FRESH = decltype(fresh_tag)::value;
-    uint4 wv[format::kSubtiles];
-    detail::lds_weights(wv, st + wslot, lane);
-#pragma unroll
-    for (int sl = 0; sl < NS; ++sl) {
-      uint32_t a[FT][4];
-#pragma unroll
-      for (int mt = 0; mt < FT; ++mt) {
-        ptx::ldmatrix_x4(a[mt], act_addr(st, mt, sl));
-        if constexpr (kRowSums)
-          detail::mma_group<BF16>(xs[mt], a[mt], dequant::kOnes<BF16>, dequant::kOnes<BF16>, FRESH && sl == 0);
-      }
-      if constexpr (BITS == 4) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          uint32_t w[4];
-          dequant::int4_raw<BF16>(detail::word(wv[sl], j), w);
-#pragma unroll
-          for (int mt = 0; mt < FT; ++mt) {
-            detail::mma_group<BF16>(raw[mt][2 * j], a[mt], w[0], w[1], FRESH && sl == 0);
-            detail::mma_group<BF16>(raw[mt][2 * j + 1], a[mt], w[2], w[3], FRESH && sl == 0);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t w[2];
-            dequant::int8_raw<BF16>(detail::word(wv[2 * sl + h], j), w);
-#pragma unroll
-            for (int mt = 0; mt < FT; ++mt)
-              detail::mma_group<BF16>(raw[mt][4 * h + j], a[mt], w[0], w[1], FRESH && sl == 0);
-          }
-        }
-      }
-    }
-  };
-
-  // The group's scale (and zero-point) row is the one staged with the unit
-  // just consumed (slot 0: FOLD never runs int4 g32, where a unit has two).
-  // Accumulator [c][i] of this lane is output column 8 c + 2 t + (i & 1): its
-  // scale pair (columns 8 c + 2 t, + 1) is word 4 c + t of the row (scale_pairs).
-  auto fold = [&](uint32_t st) {
-    uint32_t sp[8], zp[8] = {};
-    detail::scale_pairs(st + wslot + SCALES, lane, sp);
-    if constexpr (ZEROS) detail::scale_pairs(st + wslot + ZPS, lane, zp);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const uint32_t sw = sp[c];
-      const float sc[2] = {detail::to_f32<BF16>(static_cast<uint16_t>(sw & 0xffffu)),
-                           detail::to_f32<BF16>(static_cast<uint16_t>(sw >> 16))};
-      float zc[2] = {0.f, 0.f};
-      if constexpr (ZEROS) {
-        zc[0] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] & 0xffffu));
-        zc[1] = detail::to_f32<BF16>(static_cast<uint16_t>(zp[c] >> 16));
-      }
-#pragma unroll
-      for (int mt = 0; mt < FT; ++mt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float t_i = kOffset != 0.f ? fmaf(-kOffset, xs[mt][i], raw[mt][c][i]) : raw[mt][c][i];
-          acc[mt][c][i] = fmaf(sc[i & 1], t_i, acc[mt][c][i]);
-          if constexpr (ZEROS) acc[mt][c][i] = fmaf(zc[i & 1], xs[mt][i], acc[mt][c][i]);
-        }
-      }
-    }
-  };
-
-  auto consume = [&](uint32_t st) {
-    const uint32_t w = st + wslot;
-    uint4 wv[format::kSubtiles];
-    detail::lds_weights(wv, w, lane);
-    uint32_t sp[8], zp[8] = {};  // zp stays 0 (and unused) without zero points
-    detail::expand_row(w + SCALES, lane, sp);
-    if constexpr (ZEROS) detail::expand_row(w + ZPS, lane, zp);
-#pragma unroll
-    for (int sl = 0; sl < NS; ++sl) {
-      if constexpr (BITS == 4) {
-        if (sl == 2 && two_rows) {
-          detail::expand_row(w + SCALES + 128, lane, sp);
-          if constexpr (ZEROS) detail::expand_row(w + ZPS + 128, lane, zp);
-        }
-      }
-      uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) ptx::ldmatrix_x4(a[mt], act_addr(st, mt, sl));
-      if constexpr (BITS == 4) {
-        // sub-tile sl = k16 slice sl; word j = n8 tiles 2j, 2j+1
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          uint32_t w[4];
-          dequant::int4_pairs<BF16>(detail::word(wv[sl], j), w);
-          const uint32_t b0 = detail::apply<BF16, ZEROS>(w[0], sp[2 * j], zp[2 * j]);
-          const uint32_t b1 = detail::apply<BF16, ZEROS>(w[1], sp[2 * j], zp[2 * j]);
-          const uint32_t b2 = detail::apply<BF16, ZEROS>(w[2], sp[2 * j + 1], zp[2 * j + 1]);
-          const uint32_t b3 = detail::apply<BF16, ZEROS>(w[3], sp[2 * j + 1], zp[2 * j + 1]);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            detail::mma<BF16>(acc[mt][2 * j], a[mt], b0, b1);
-            detail::mma<BF16>(acc[mt][2 * j + 1], a[mt], b2, b3);
-          }
-        }
-      } else {
-        // sub-tile 2 sl + h = k16 slice sl, n32 half h; word j = n8 tile 4h + j
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int c = 4 * h + j;
-            uint32_t w[2];
-            dequant::int8_pairs<BF16>(detail::word(wv[2 * sl + h], j), w);
-            const uint32_t b0 = detail::apply<BF16, ZEROS>(w[0], sp[c], zp[c]);
-            const uint32_t b1 = detail::apply<BF16, ZEROS>(w[1], sp[c], zp[c]);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) detail::mma<BF16>(acc[mt][c], a[mt], b0, b1);
-          }
-        }
-      }
-    }
-  };
-
-  // Accumulator fragment of n8 tile c, m16 tile mt: (row g, cols 2t, 2t+1) in
-  // [0], [1] and (row g + 8, same cols) in [2], [3].
-  auto flush = [&](int q, int mg) {
-    const int g = lane >> 2, t = lane & 3;
-    const int col = (4 * q + warp) * format::kBlockN + 2 * t;
-    const int row = mg * MT * 16 + g;
-    float b[8][2];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) b[c][0] = b[c][1] = 0.f;
-    if (p.mode == kModeDirect && p.bias != nullptr) {
-#pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        b[c][0] = detail::to_f32<BF16>(p.bias[col + 8 * c]);
-        b[c][1] = detail::to_f32<BF16>(p.bias[col + 8 * c + 1]);
-      }
-    }
-    if (p.mode == kModeAtomic) {
-      const int col0 = (4 * q + warp) * format::kBlockN;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row + 16 * mt + 8 * h;
-          if (r - g >= p.M) continue;  // no row of this half exists (warp-uniform)
-          uint32_t w[8];
-#pragma unroll
-          for (int c = 0; c < 8; ++c) w[c] = detail::pack<BF16>(acc[mt][c][2 * h], acc[mt][c][2 * h + 1]);
-          detail::red_row_runs<BF16>(p.y + static_cast<long long>(r < p.M ? r : 0) * p.N + col0, w, t, r < p.M);
-        }
-      }
-      detail::clear(acc);
-      return;
-    }
-    float* const piece = detail::piece_plane(p, q == pos0.q && mg == pos0.mg, piece0);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = row + 16 * mt + 8 * h;
-        if (r >= p.M) continue;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          const float v0 = acc[mt][c][2 * h], v1 = acc[mt][c][2 * h + 1];
-          const long long off = static_cast<long long>(r) * p.N + col + 8 * c;
-          if (p.mode == kModeDirect) {
-            *reinterpret_cast<uint32_t*>(p.y + off) = detail::pack<BF16>(v0 + b[c][0], v1 + b[c][1]);
-          } else {
-            *reinterpret_cast<float2*>(piece + off) = make_float2(v0, v1);
-          }
-        }
-      }
-    }
-    detail::clear(acc);
-  };
-
-  // ---- pipeline (detail::run_ring; shared: one CTA barrier per unit); flush at each segment end
-  int seg_left = min(p.kblocks - pos0.kb, n);  // units left in the current segment
-  int c_q = pos0.q, c_mg = pos0.mg;
-  int c_kb = pos0.kb;                              // FOLD: k-block of the unit being consumed (group ends)
-  bool c_col = !SHARE || 4 * c_q + warp < p.ncols;  // this warp's column of the segment exists
-  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
-    const bool seg_end = --seg_left == 0;
-    if constexpr (FOLD) {
-      const bool group_start = (c_kb & p.fold_mask) == 0;
-      const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
-      if (++c_kb == p.kblocks) c_kb = 0;
-      if (c_col) {
-        if (group_start) {
-          consume_fold(cons, std::true_type{});
-        } else {
-          consume_fold(cons, std::false_type{});
-        }
-        if (group_end || seg_end) fold(cons);
-      }
-    } else {
-      if (c_col) consume(cons);
-    }
-    if (seg_end) {
-      if (c_col) flush(c_q, c_mg);
-      if (++c_mg == p.mgroups) {
-        c_mg = 0;
-        ++c_q;
-        if constexpr (SHARE) c_col = 4 * c_q + warp < p.ncols;
-      }
-      seg_left = min(p.kblocks, n - it - 1);
-    }
-  });
+  DenseSource<BITS, MT, SHARE> src{p};
+  mainloop<BITS, BF16, MT, ZEROS, FOLD, SHARE>(p, src, DenseEpilogue<BF16, MT>{p, warp, lane, pos0, piece0}, pos0, n,
+                                               smem);
 }
 
 template <int BITS, bool BF16, int MT, bool ZEROS, bool FOLD = false>

@@ -1,6 +1,7 @@
 // Shared helpers of the stable-ABI op registrations (ops_format.cpp,
-// ops_gemm.cpp): argument checks with messages that name the offending value,
-// the current CUDA stream, and the torch <-> swordfish dtype mapping.
+// ops_gemm.cpp, ops_moe.cpp): argument checks with messages that name the
+// offending value, the current CUDA stream, the torch <-> swordfish dtype
+// mapping, the per-device SM count cache and the SWORDFISH_DETERMINISTIC parser.
 // Only code under kernels/torch/ includes torch headers.
 #pragma once
 
@@ -11,7 +12,13 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -19,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/env.h"
 #include "kernels/common/problem.h"
 
 namespace swordfish {
@@ -134,6 +142,46 @@ inline void* current_cuda_stream(int32_t device) {
   const AOTITorchError err = aoti_torch_get_current_cuda_stream(device, &stream);
   if (err != AOTI_TORCH_SUCCESS) fail_runtime("stream", "cannot get the current CUDA stream of device ", device);
   return stream;
+}
+
+// SM count and compute capability of a device, queried once per device.
+struct DeviceInfo {
+  int sm_count, cc_major, cc_minor;
+};
+constexpr int kMaxDevices = 256;
+
+inline DeviceInfo device_info(const char* op, int64_t device) {
+  SF_CHECK(device >= 0 && device < kMaxDevices, op, "device index must be in [0, ", kMaxDevices, "), got ", device);
+  // Packed (sm_count << 16 | major << 8 | minor); 0 = not queried yet.
+  static std::array<std::atomic<uint32_t>, kMaxDevices> cache{};
+  uint32_t v = cache[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    int sm = 0, major = 0, minor = 0;
+    const int d = static_cast<int>(device);
+    cudaError_t e = cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, d);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the error this query left behind
+      fail_runtime(op, "cannot query CUDA device ", device, ": ", cudaGetErrorString(e));
+    }
+    v = (static_cast<uint32_t>(sm) << 16) | (static_cast<uint32_t>(major) << 8) | static_cast<uint32_t>(minor);
+    cache[device].store(v, std::memory_order_relaxed);
+  }
+  return DeviceInfo{static_cast<int>(v >> 16), static_cast<int>((v >> 8) & 0xFF), static_cast<int>(v & 0xFF)};
+}
+
+// deterministic: 0 / 1 explicit; -1 reads SWORDFISH_DETERMINISTIC now (never cached), strictly.
+inline bool resolve_deterministic(const char* op, int64_t arg) {
+  if (arg == 0 || arg == 1) return arg == 1;
+  SF_CHECK(arg == -1, op, "deterministic must be -1 (read SWORDFISH_DETERMINISTIC), 0 or 1, got ", arg);
+  switch (env::flag("SWORDFISH_DETERMINISTIC")) {
+    case env::Flag::kOff: return false;
+    case env::Flag::kOn: return true;
+    case env::Flag::kUnrecognised: break;
+  }
+  fail(op, "SWORDFISH_DETERMINISTIC must be 0 or 1 (or false/true, off/on, no/yes), got '",
+       env::raw("SWORDFISH_DETERMINISTIC"), "'");
 }
 
 // An uninitialised tensor from torch's allocator (caching, stream-ordered).

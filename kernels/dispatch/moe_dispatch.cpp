@@ -1,0 +1,169 @@
+// The MoE dispatcher (moe_dispatch.h): validation, the per-architecture
+// tables, the last-path record and the SWORDFISH_DEBUG log.
+#include "kernels/dispatch/moe_dispatch.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "kernels/common/device_guard.h"
+#include "kernels/dispatch/moe_heuristics.hpp"
+#include "kernels/dispatch/moe_sm100.hpp"
+#include "kernels/dispatch/moe_sm90.hpp"
+#include "kernels/moe/moe.h"
+
+namespace swordfish {
+namespace dispatch {
+namespace {
+
+std::string str(long long v) { return std::to_string(v); }
+
+const moe_heuristics::MoeTable& table_for(int cc_major) {
+  if (cc_major == 9) return moe_heuristics::kMoeSm90;
+  if (cc_major == 10 || cc_major == 11) return moe_heuristics::kMoeSm100;  // B200 / B300, Thor
+  return moe_heuristics::kMoeConservative;
+}
+
+// The experts routing averages over: the global count when ids go through a map.
+long long global_experts(const MoeProblem& p) { return p.expert_map != nullptr ? p.map_len : p.E; }
+
+std::string dense_reason(const MoeProblem& p) {
+  (void)p;
+  return "the dense MoE path (dequantize the experts + bf16 grouped GEMM) is not built yet; use path fused (1)";
+}
+
+std::string path_reason(const MoeProblem& p, MoePath path) {
+  switch (path) {
+    case MoePath::kFused: return moe::can_implement(p, moe_block_m(p));
+    case MoePath::kDense: return dense_reason(p);
+    case MoePath::kAuto: break;
+  }
+  return "unknown MoE path " + str(static_cast<int>(path));
+}
+
+struct LastPaths {
+  int count = 0;
+  std::unique_ptr<std::atomic<int>[]> path;
+};
+
+LastPaths& last_paths() {
+  static LastPaths table = [] {
+    LastPaths t;
+    if (cudaGetDeviceCount(&t.count) != cudaSuccess || t.count < 0) {
+      cudaGetLastError();
+      t.count = 0;
+    }
+    t.path.reset(new std::atomic<int>[t.count > 0 ? t.count : 1]);
+    for (int i = 0; i < t.count; ++i) t.path[i].store(static_cast<int>(MoePath::kAuto), std::memory_order_relaxed);
+    return t;
+  }();
+  return table;
+}
+
+// SWORDFISH_DEBUG, read now (never cached), as dispatch.cpp reads it.
+bool debug_enabled() {
+  const char* env = std::getenv("SWORDFISH_DEBUG");
+  if (env == nullptr) return false;
+  std::string v(env);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
+}
+
+void log_choice(const MoeProblem& p, MoePath path) {
+  using Key = std::tuple<int, int, int, int, int, int, bool, bool, bool, int, int>;
+  static std::mutex mu;
+  static std::set<Key> seen;
+  const Key key{p.T, p.top_k, p.E, p.H, p.I, p.bits, p.w13.perm != nullptr, p.w13.zeros != nullptr, p.deterministic,
+                static_cast<int>(p.dtype), static_cast<int>(path)};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!seen.insert(key).second) return;
+  }
+  const std::string detail = path == MoePath::kFused ? moe::describe(p, moe_block_m(p)) : std::string();
+  std::fprintf(stderr, "swordfish: moe T=%d top_k=%d E=%d H=%d I=%d bits=%d -> %s (%s)\n", p.T, p.top_k, p.E, p.H,
+               p.I, p.bits, moe_path_name(path), detail.c_str());
+}
+
+}  // namespace
+
+int moe_block_m(const MoeProblem& p) {
+  return moe_heuristics::block_m_for(table_for(p.cc_major), static_cast<long long>(p.T) * p.top_k, global_experts(p));
+}
+
+std::string moe_can_implement(const MoeProblem& p, MoePath path) {
+  if (path == MoePath::kAuto) return path_reason(p, moe_select(p));
+  return path_reason(p, path);
+}
+
+MoePath moe_select(const MoeProblem& p) {
+  const bool dense = dense_reason(p).empty();
+  const moe_heuristics::Choice c =
+      moe_heuristics::choose(table_for(p.cc_major), static_cast<long long>(p.T) * p.top_k, global_experts(p), dense);
+  return c.path == moe_heuristics::kPathDense ? MoePath::kDense : MoePath::kFused;
+}
+
+size_t moe_workspace_bytes(const MoeProblem& p, MoePath path) {
+  if (path == MoePath::kAuto) path = moe_select(p);
+  if (!moe_can_implement(p, path).empty()) return 0;
+  if (path == MoePath::kFused) return moe::workspace_bytes(p, moe_block_m(p));
+  return 0;
+}
+
+std::string moe_run(const MoeProblem& p, MoePath path, void* stream) {
+  if (path == MoePath::kAuto) return "moe_run() needs a resolved path (not auto): call moe_select() first";
+  std::string why = moe_can_implement(p, path);
+  if (!why.empty()) return std::string(moe_path_name(path)) + " cannot run this problem: " + why;
+  if (p.T > 0) {
+    DeviceGuard guard(p.device);
+    if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
+    if (path == MoePath::kFused) {
+      why = moe::launch(p, moe_block_m(p), static_cast<cudaStream_t>(stream));
+    } else {
+      why = path_reason(p, path);
+    }
+    if (!why.empty()) return why;
+  }
+  LastPaths& lp = last_paths();
+  if (p.device >= 0 && p.device < lp.count) lp.path[p.device].store(static_cast<int>(path), std::memory_order_relaxed);
+  if (debug_enabled()) log_choice(p, path);
+  return "";
+}
+
+MoePath moe_last_path(int device) {
+  LastPaths& lp = last_paths();
+  if (device < 0 || device >= lp.count) return MoePath::kAuto;
+  return static_cast<MoePath>(lp.path[device].load(std::memory_order_relaxed));
+}
+
+std::string moe_align_check(long long slots, int experts, int block_m, int cc_major) {
+  return moe::can_align(slots, experts, block_m, cc_major);
+}
+long long moe_align_sorted_len(long long slots, int experts, int block_m) {
+  return moe::sorted_len(slots, experts, block_m);
+}
+long long moe_align_blocks_len(long long slots, int experts, int block_m) {
+  return moe::blocks_len(slots, experts, block_m);
+}
+std::string moe_align(const void* ids, bool ids_int64, long long slots, int experts, int block_m,
+                      const int32_t* expert_map, int map_len, int32_t* sorted_ids, int32_t* expert_ids,
+                      int32_t* num_post_pad, int device, int cc_major, void* stream) {
+  return moe::align(ids, ids_int64, slots, experts, block_m, expert_map, map_len, sorted_ids,
+                    moe::sorted_len(slots, experts, block_m), expert_ids, moe::blocks_len(slots, experts, block_m),
+                    num_post_pad, device, cc_major, static_cast<cudaStream_t>(stream));
+}
+
+std::string moe_path_names() {
+  // Only the paths this build can run: "dense" joins once dense_reason() can return "".
+  return moe_path_name(MoePath::kFused);
+}
+
+}  // namespace dispatch
+}  // namespace swordfish

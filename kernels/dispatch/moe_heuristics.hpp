@@ -1,0 +1,68 @@
+// The MoE dispatcher's decision, as a pure function of the layer's shape and
+// a per-architecture table (moe_sm90.hpp, moe_sm100.hpp, kMoeConservative
+// below). Header-only and constexpr, plain C++17 with no CUDA, so a CPU test
+// can compile it.
+//
+// The decision, in order:
+//   1. Dense (dequantize the experts + a bf16 grouped GEMM) when it can run
+//      the layer and the average routed tokens per expert, T * top_k / E
+//      (E: the global experts, expert_map's length when there is one), reach
+//      dense_min_avg_tokens.
+//   2. Otherwise fused (the decode-machinery Stream-K kernel), with blocks of
+//      32 rows (MT = 2) once the average reaches block32_min_avg_tokens, 16
+//      below.
+#pragma once
+
+#include <climits>
+
+namespace swordfish {
+namespace dispatch {
+namespace moe_heuristics {
+
+inline constexpr int kNever = INT_MAX;  // a threshold the average never reaches
+
+struct MoeTable {
+  const char* name = "";
+  int block32_min_avg_tokens = kNever;  // T * top_k / E from which fused blocks are 32 rows
+  int dense_min_avg_tokens = kNever;    // T * top_k / E from which the dense path runs
+};
+
+// The path values of swordfish::MoePath (moe_problem.h), restated as plain
+// ints so this header stays free of the problem struct.
+inline constexpr int kPathFused = 1;
+inline constexpr int kPathDense = 2;
+
+struct Choice {
+  int path = kPathFused;
+  int block_m = 16;
+};
+
+// avg >= threshold, with avg = slots / experts, in integers.
+constexpr bool reaches(long long slots, long long experts, int threshold) {
+  return threshold != kNever && slots >= static_cast<long long>(threshold) * experts;
+}
+
+constexpr int block_m_for(const MoeTable& t, long long slots, long long experts) {
+  return reaches(slots, experts, t.block32_min_avg_tokens) ? 32 : 16;
+}
+
+constexpr Choice choose(const MoeTable& t, long long slots, long long experts, bool dense_available) {
+  if (dense_available && reaches(slots, experts, t.dense_min_avg_tokens)) return Choice{kPathDense, 16};
+  return Choice{kPathFused, block_m_for(t, slots, experts)};
+}
+
+// Architectures no table was written for (sm80, sm89, sm120, ...): the fused
+// path with the Hopper block rule.
+inline constexpr MoeTable kMoeConservative = {
+    "conservative (no MoE measurements for this architecture)",
+    /*block32_min_avg_tokens=*/16,  // 16: the Hopper rule (moe_sm90.hpp); nothing measured here
+    /*dense_min_avg_tokens=*/kNever,  // kNever: the dense MoE path is not built
+};
+
+static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeConservative, 16, 1) == 32,
+              "the block rule switches at the threshold");
+static_assert(choose(kMoeConservative, 1 << 20, 8, true).path == kPathFused, "kNever never picks dense");
+
+}  // namespace moe_heuristics
+}  // namespace dispatch
+}  // namespace swordfish

@@ -1,0 +1,21 @@
+// MoE tables for Blackwell (sm100/sm103: B200, B300; sm110: Jetson Thor).
+// Nobody here has a Blackwell GPU: compiled, not run, not measured.
+#pragma once
+
+#include "kernels/dispatch/moe_heuristics.hpp"
+
+namespace swordfish {
+namespace dispatch {
+namespace moe_heuristics {
+
+inline constexpr MoeTable kMoeSm100 = {
+    "sm100 (Hopper's first-principles values, not measured)",
+    // 16: the Hopper rule (moe_sm90.hpp); the write-up widens blocks at a threshold it does not state
+    /*block32_min_avg_tokens=*/16,
+    // kNever: the dense MoE path is not built yet (the write-up hands high tokens per expert to it)
+    /*dense_min_avg_tokens=*/kNever,
+};
+
+}  // namespace moe_heuristics
+}  // namespace dispatch
+}  // namespace swordfish

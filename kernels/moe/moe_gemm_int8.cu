@@ -1,0 +1,12 @@
+// Instances of the fused-MoE expert GEMM for int8 weights (dtype x MT 1..2 x zero points, FOLD at MT = 1).
+// Split from int4 so a parallel build compiles them side by side.
+#include "kernels/moe/moe_gemm.cuh"
+#include "kernels/moe/moe_kernels.h"
+
+namespace swordfish {
+namespace moe {
+
+KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold) { return handle_for<8>(bf16, mt, zeros, fold); }
+
+}  // namespace moe
+}  // namespace swordfish
