@@ -24,7 +24,7 @@ import os
 import pytest
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
-pytest.importorskip("vllm", reason="vLLM is not installed (pip install swordfish-backend[vllm])")
+pytest.importorskip("vllm", reason="vLLM is not installed (docs/VLLM.md, \"Tests\": a venv with vllm==0.33.*)")
 
 import contextlib
 import dataclasses

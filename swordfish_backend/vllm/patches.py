@@ -171,7 +171,7 @@ def route_moe_layers(choose) -> bool:
     if params != MOE_HOOK_PARAMS:
         raise RuntimeError(
             f"Swordfish cannot route MoE layers on this vLLM: RoutedExperts._get_quant_method has parameters "
-            f"{params}, expected {MOE_HOOK_PARAMS} (vLLM 0.33); install swordfish-backend[vllm] for a tested pair")
+            f"{params}, expected {MOE_HOOK_PARAMS} (vLLM 0.33, the tested series)")
     original = current
 
     @functools.wraps(original)
