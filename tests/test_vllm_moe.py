@@ -453,6 +453,30 @@ def test_router_weight_on_input_and_gelu(cuda):
 
 
 @needs_fused_moe
+@pytest.mark.parametrize("model", [MIXTRAL, QWEN_MOE, DEEPSEEK], ids=lambda m: m.name)
+def test_runner_forward_with_vllms_router(cuda, model):
+    """The whole vLLM MoE layer (MoERunner.forward: vLLM's router and top-k, then the method's apply) against the
+    fp64 MoE of the experts vLLM's router chose."""
+    from vllm.config import get_current_vllm_config
+    from vllm.forward_context import set_forward_context
+
+    cuda((10, 0))
+    f, dtype = Fmt("ct", 4, 64), torch.bfloat16
+    gen = torch.Generator().manual_seed(7)
+    ckpt = write_checkpoint(model, f, dtype, gen)
+    x = torch.randn(6, model.hidden, generator=gen).to(dtype)
+    logits = torch.randn(6, model.experts, generator=gen).to(dtype)
+    with engine("swordfish"):
+        runner = build(model, quant_config(f), dtype)
+        load(runner, quant_config(f), ckpt)
+        weights, ids = runner.router.select_experts(hidden_states=x, router_logits=logits)
+        with set_forward_context(None, get_current_vllm_config()):
+            y = runner(x, logits)
+    assert y.dtype == dtype and y.shape == x.shape
+    assert rel_err(y, reference(x, ckpt.w13, ckpt.w2, weights, ids)) < 2 * unit_roundoff(dtype)
+
+
+@needs_fused_moe
 def test_method_uses_vllm_interfaces(cuda):
     """vLLM's own create_weights (checkpoint layout, vLLM's loader), then the packed tensors and vLLM's
     modular kernel around SwordfishExperts."""
