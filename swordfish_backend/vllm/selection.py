@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .. import envs
 from .. import format as fmt
+from .. import moe
 
 # Weight types the MPLinearKernel accepts, keyed by vLLM ScalarType name:
 # (bits, has_zero_points). uint4b8 / uint8b128 are symmetric GPTQ-style codes
@@ -43,9 +44,9 @@ AUTO_SELECT = {9: False, 10: True, 11: True}
 # decisions are measured separately.
 MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
 
-# Gated activations the fused-MoE op computes on the gate half, keyed by the
-# value of vLLM's MoEActivation (the op's name for it is the same string).
-MOE_ACTIVATIONS = ("silu", "gelu")
+# Gated activations the fused-MoE op computes on the gate half (the op's own
+# list; vLLM's MoEActivation values use the same names).
+MOE_ACTIVATIONS = moe.ACTIVATIONS
 
 
 def disabled() -> bool:
