@@ -51,12 +51,7 @@ from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tenso
 from vllm.platforms import PlatformEnum
 from vllm.platforms.interface import DeviceCapability
 
-import swordfish_backend as sf
 from swordfish_backend.vllm import act_order, kernel, moe_method, patches, selection
-
-# The layer tests run sf.fused_moe's CPU reference (swordfish_backend/moe.py); selection tests need only vLLM.
-needs_fused_moe = pytest.mark.skipif(not hasattr(sf, "fused_moe"),
-                                     reason="swordfish_backend.moe (sf.fused_moe) is not in this tree")
 
 # --------------------------------------------------------------- platform
 
@@ -395,7 +390,6 @@ CASES = [  # (model, format, dtype)
 ]
 
 
-@needs_fused_moe
 @pytest.mark.parametrize("model, f, dtype", CASES,
                          ids=[f"{m.name}-{f.label}-{str(d)[6:]}" for m, f, d in CASES])
 def test_layer_matches_fp64_reference(cuda, model, f, dtype):
@@ -412,7 +406,6 @@ TP_CASES = [
 ]
 
 
-@needs_fused_moe
 @pytest.mark.parametrize("model, f, dtype", TP_CASES,
                          ids=[f"{m.name}-{f.label}-{str(d)[6:]}" for m, f, d in TP_CASES])
 def test_tensor_parallel_shards_sum_to_the_layer(cuda, model, f, dtype):
@@ -428,7 +421,6 @@ def test_tensor_parallel_shards_sum_to_the_layer(cuda, model, f, dtype):
     assert rel_err(out, ref) < 2 * unit_roundoff(dtype)
 
 
-@needs_fused_moe
 @pytest.mark.parametrize("f", [Fmt("ct", 4, 128), Fmt("gptq", 4, 64, act_order=True)], ids=lambda f: f.label)
 def test_expert_parallel_ranks_sum_to_the_layer(cuda, f):
     """--enable-expert-parallel over 2 ranks: each rank loads its experts, vLLM's expert map goes to
@@ -442,7 +434,6 @@ def test_expert_parallel_ranks_sum_to_the_layer(cuda, f):
     assert rel_err(out, ref) < 2 * unit_roundoff(torch.float16)
 
 
-@needs_fused_moe
 def test_router_weight_on_input_and_gelu(cuda):
     """Top-1 with the router weight on the input (Llama-4 style; vLLM's prepare step scales x) and a GELU MoE."""
     cuda((10, 0))
@@ -452,7 +443,6 @@ def test_router_weight_on_input_and_gelu(cuda):
     assert rel_err(out, ref) < 2 * unit_roundoff(torch.float16)
 
 
-@needs_fused_moe
 @pytest.mark.parametrize("model", [MIXTRAL, QWEN_MOE, DEEPSEEK], ids=lambda m: m.name)
 def test_runner_forward_with_vllms_router(cuda, model):
     """The whole vLLM MoE layer (MoERunner.forward: vLLM's router and top-k, then the method's apply) against the
@@ -476,7 +466,6 @@ def test_runner_forward_with_vllms_router(cuda, model):
     assert rel_err(y, reference(x, ckpt.w13, ckpt.w2, weights, ids)) < 2 * unit_roundoff(dtype)
 
 
-@needs_fused_moe
 def test_method_uses_vllm_interfaces(cuda):
     """vLLM's own create_weights (checkpoint layout, vLLM's loader), then the packed tensors and vLLM's
     modular kernel around SwordfishExperts."""
@@ -671,7 +660,6 @@ def test_gate_and_up_with_different_act_orders_are_refused(cuda):
             load(runner, quant_config(f), Checkpoint(tensors, ckpt.w13, ckpt.w2))
 
 
-@needs_fused_moe
 def test_act_order_checkpoint_with_experts_a_dynamic_rule_keeps_in_order(cuda):
     """An act-order GPTQ checkpoint (swordfish_gptq keeps its g_idx tensors) whose dynamic rule turns desc_act off
     for the experts: their (trivial) g_idx tensors are accepted and dropped, the experts served plainly."""
