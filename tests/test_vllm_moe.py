@@ -53,6 +53,8 @@ from vllm.platforms.interface import DeviceCapability
 
 from swordfish_backend.vllm import act_order, kernel, moe_method, patches, selection
 
+MOE_OPS_REASON = moe_method._moe_ops_reason  # the real check (the cuda fixture replaces it)
+
 # --------------------------------------------------------------- platform
 
 
@@ -87,6 +89,7 @@ def cuda(monkeypatch):
         monkeypatch.setattr(vplatforms, "_current_platform", FakeCuda(real, capability))
 
     monkeypatch.setattr(kernel, "_extension_reason", lambda: None)
+    monkeypatch.setattr(moe_method, "_moe_ops_reason", lambda: None)
     return fake
 
 
@@ -593,12 +596,18 @@ def test_forced_fallback_warns_once_per_reason_and_resets_backend(cuda, monkeypa
 
 
 @pytest.mark.parametrize("case", ["ct-w4a8", "ct-w8a8", "gptq-marlin-int8-input", "unquantized", "kill-switch",
-                                  "fp8-checkpoint"])
+                                  "fp8-checkpoint", "no-moe-ops"])
 def test_what_falls_back(cuda, monkeypatch, warnings_seen, case):
     cuda((10, 0))
+    if case == "no-moe-ops":  # an extension built without the MoE kernels still serves the GEMMs
+        from swordfish_backend import ops
+        monkeypatch.setattr(moe_method, "_moe_ops_reason", MOE_OPS_REASON)
+        monkeypatch.setattr(ops, "has_moe", lambda: False)
+        monkeypatch.setattr(ops, "moe_error", lambda: "no swordfish::fused_moe")
     int8_tokens = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token", "dynamic": True}
     expect = {"ct-w4a8": "W4A8", "ct-w8a8": "W8A8", "gptq-marlin-int8-input": "VLLM_MARLIN_INPUT_DTYPE=int8",
-              "unquantized": "not quantized", "kill-switch": "SWORDFISH_DISABLE", "fp8-checkpoint": "fp8"}[case]
+              "unquantized": "not quantized", "kill-switch": "SWORDFISH_DISABLE", "fp8-checkpoint": "fp8",
+              "no-moe-ops": "no MoE ops"}[case]
     if case == "ct-w4a8":
         qcfg = quant_config(Fmt("ct", 4, 128), input_activations=int8_tokens)
     elif case == "ct-w8a8":
@@ -608,6 +617,8 @@ def test_what_falls_back(cuda, monkeypatch, warnings_seen, case):
         qcfg = quant_config(Fmt("gptq", 8, 128))
     elif case == "unquantized":
         qcfg = None
+    elif case == "no-moe-ops":
+        qcfg = quant_config(Fmt("gptq", 4, 128))
     elif case == "kill-switch":
         monkeypatch.setenv("SWORDFISH_DISABLE", "1")
         qcfg = quant_config(Fmt("awq", 4, 128))

@@ -516,6 +516,20 @@ def layer_reason(plan: Plan, moe_config: FusedMoEConfig) -> str | None:
                                         intermediate_size=moe_config.intermediate_size_per_partition)
 
 
+def _moe_ops_reason() -> str | None:
+    from swordfish_backend import ops
+
+    if not ops.has_moe():
+        return f"the compiled extension has no MoE ops ({ops.moe_error()}); rebuild swordfish-backend"
+    return None
+
+
+def runtime_reason() -> str | None:
+    """Why Swordfish's fused MoE cannot run here (None: it can): the linear kernel's reasons (kill switch, CUDA,
+    extension, architecture), then the extension's MoE ops."""
+    return kernel.runtime_reason() or _moe_ops_reason()
+
+
 def policy_reason(moe_config: FusedMoEConfig) -> str | None:
     """Why vLLM should not pick Swordfish for a MoE layer it could serve (None: pick it)."""
     backend = moe_config.moe_backend
@@ -544,7 +558,7 @@ def choose(layer: torch.nn.Module, prefix: str, quant_config, moe_config: FusedM
             raise
         plan = f"Swordfish could not read this layer's quantization config ({type(e).__name__}: {e})"
     if isinstance(plan, Plan):
-        reason = layer_reason(plan, moe_config) or kernel.runtime_reason()
+        reason = layer_reason(plan, moe_config) or runtime_reason()
         if reason is None and plan.swordfish_only is None:
             reason = policy_reason(moe_config)
         if reason is None:
