@@ -39,7 +39,8 @@ JSON result, schema ``swordfish-bench-moe`` version 1 (``validate_result``)::
            "pct_roofline", "vs_torch", "tflops": ... | null,  # vs_torch = torch us / us (> 1: faster)
            "touched_experts": 8.0, "touched_bytes": 18874368,  # mean over the routing sets
            "err": 0.12 | null,                             # error / tolerance on the checked routing set
-           "copies": 7, "calls": 70, "replays": 7,         # timed rows (0 otherwise)
+           "copies": 7, "calls": 70, "replays": 7,         # rotating (routing, input, weights) sets, calls per
+                                                           # graph, rounds: timed rows (0 otherwise)
            "us_min", "us_max", "spread", "rounds_us"}     # timed rows only
     # roofline rows carry "hbm_floor_us" and "compute_floor_us".
 """
@@ -411,7 +412,7 @@ def run(cfg: Config, progress=None) -> dict:
             tbytes = int(round(mean_touched * per_expert))
             w13, w2 = qcopies[0]
             ref = moe.reference_moe(xs[0], w13, w2, routing[0][1], routing[0][0], dtype=torch.float32)
-            calls, checked = {}, {}
+            calls, checked, fns = {}, {}, []
             for impl in cfg.impls:
                 if impl == "roofline":
                     continue
@@ -465,7 +466,7 @@ def run(cfg: Config, progress=None) -> dict:
                                          rounds_us=list(t["rounds_us"]), **st, **base))
                 if progress is not None:
                     progress.step(f"{p.name} T={T} {impl}")
-            del routing, xs, calls, ref
+            del routing, xs, calls, ref, fns
             if device.type == "cuda":
                 torch.cuda.empty_cache()
         del qcopies, dcopies
