@@ -150,10 +150,6 @@ class SwordfishExperts(mk.FusedMoEExpertsModular):
 # ------------------------------------------------------------------ the methods
 
 
-def _param_dict(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return dict(layer.named_parameters(recurse=False))
-
-
 class _SwordfishMoEMethod:
     """What the three format methods share: g_idx parameters, prepack, the modular kernel, apply."""
 
