@@ -42,7 +42,7 @@ from vllm.platforms import PlatformEnum
 from vllm.platforms.interface import DeviceCapability
 from vllm.scalar_type import scalar_types
 
-from swordfish_backend.vllm import act_order, kernel, patches, selection
+from swordfish_backend.vllm import act_order, kernel, moe_method, patches, selection
 from swordfish_backend.vllm.kernel import SwordfishLinearKernel
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_register_is_idempotent_and_cuda_free():
     kernels = list(vlinear._POSSIBLE_KERNELS[PlatformEnum.CUDA])
     mapped = set(vlinear._LINEAR_BACKEND_KERNEL_MAP["swordfish"])
     plugin.register()
-    patches.apply_all(SwordfishLinearKernel)  # even re-applying every patch changes nothing
+    patches.apply_all(SwordfishLinearKernel, moe_method.choose)  # even re-applying every patch changes nothing
     act_order.register_configs()
     assert vlinear._POSSIBLE_KERNELS[PlatformEnum.CUDA] == kernels
     assert kernels[0] is SwordfishLinearKernel and kernels.count(SwordfishLinearKernel) == 1
@@ -132,7 +132,7 @@ def test_register_is_idempotent_and_cuda_free():
 def test_kill_switch_and_version_gate(monkeypatch):
     calls = []
     monkeypatch.setattr(plugin, "_registered", False)
-    monkeypatch.setattr(patches, "apply_all", lambda k: calls.append("patches"))
+    monkeypatch.setattr(patches, "apply_all", lambda *a: calls.append("patches"))
     monkeypatch.setattr(act_order, "register_configs", lambda: calls.append("configs"))
     monkeypatch.setenv("SWORDFISH_DISABLE", "1")
     plugin.register()

@@ -14,8 +14,13 @@ What it registers (docs/VLLM.md is the user guide):
   mixed-precision kernels: GPTQ, AWQ and compressed-tensors WNA16 layers go
   to Swordfish with ``--linear-backend swordfish`` everywhere, and with
   ``auto`` on the architectures in ``selection.AUTO_SELECT``.
-* ``--linear-backend swordfish`` / ``--moe-backend swordfish`` (patches.py,
-  every patch of vLLM internals lives there).
+* Swordfish's fused MoE (moe_method.py) for the MoE layers of GPTQ, AWQ and
+  compressed-tensors WNA16 checkpoints: with ``--moe-backend swordfish``
+  everywhere, and with ``auto`` on the architectures in
+  ``selection.MOE_AUTO_SELECT``.
+* ``--linear-backend swordfish`` / ``--moe-backend swordfish`` and the MoE
+  layers' route to Swordfish (patches.py, every patch of vLLM internals
+  lives there).
 * ``swordfish_gptq`` and ``swordfish_compressed_tensors`` quantization
   configs (act_order.py) for the act-order checkpoints vLLM 0.33 refuses.
 """
@@ -63,13 +68,14 @@ def register() -> None:
     if reason is not None:
         _logger().warning("Swordfish plugin disabled: %s", reason)
         return
-    from . import act_order, patches
+    from . import act_order, moe_method, patches
     from .kernel import SwordfishLinearKernel
 
-    patches.apply_all(SwordfishLinearKernel)
+    patches.apply_all(SwordfishLinearKernel, moe_method.choose)
     act_order.register_configs()
     _registered = True
     from .. import __version__
-    from .selection import auto_archs
-    _logger().info("Swordfish %s registered: --linear-backend swordfish, auto-selected on %s; act-order "
-                   "GPTQ / compressed-tensors served", __version__, auto_archs())
+    from .selection import auto_archs, moe_auto_archs
+    _logger().info("Swordfish %s registered: --linear-backend swordfish, auto-selected on %s; --moe-backend "
+                   "swordfish, auto-selected on %s; act-order GPTQ / compressed-tensors served", __version__,
+                   auto_archs(), moe_auto_archs())

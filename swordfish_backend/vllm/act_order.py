@@ -21,8 +21,16 @@ Tensor parallelism: column-parallel shards hold every input row, so the
 whole g_idx and every group's scales: served. A row-parallel shard of an
 act-order weight holds rows of every group (each rank would need all the
 scales and groups of uneven size): refused at model build with a clear error
-(vLLM 0.33 has no act-order kernel to fall back to). MoE layers of act-order
-checkpoints are refused likewise (the Swordfish MoE kernels do not exist yet).
+(vLLM 0.33 has no act-order kernel to fall back to).
+
+MoE layers of these checkpoints never reach the configs' get_quant_method:
+patch P4 hands them to moe_method.choose, which serves act-order experts
+(per-expert g_idx [E, K]) when the experts are not row-parallel sharded and
+raises otherwise; the guards below only name that route if it is missing.
+
+GPTQ checkpoints' ``.g_idx`` tensors: vLLM 0.33 drops them while loading
+(``QuantizationConfig.get_checkpoint_weight_mapper``); ``swordfish_gptq``
+keeps them, and every layer it quantizes has a g_idx parameter to take them.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
     CompressedTensorsWNA16,
 )
 from vllm.model_executor.layers.quantization.utils.gptq_utils import (
+    get_dynamic_override,
     get_linear_quant_method,
 )
 from vllm.model_executor.parameter import (
@@ -92,6 +101,12 @@ def _row_parallel_error(prefix: str, what: str) -> ValueError:
         "kernel). Run with tensor_parallel_size=1 (or pipeline parallelism), or use a checkpoint quantized "
         "without group activation ordering (GPTQ desc_act=false / compressed-tensors actorder 'weight')."
     )
+
+
+def _moe_route_error(prefix: str, fmt: str) -> str:
+    return (f"MoE layer {prefix or '<unnamed>'}: the experts of an act-order {fmt} checkpoint are served by "
+            "Swordfish's fused MoE (swordfish_backend.vllm.moe_method, reached through patches.P4), which did not "
+            "handle this layer; vLLM 0.33 has no act-order MoE kernel")
 
 
 def _require_swordfish(c: MPLinearLayerConfig, prefix: str, what: str) -> None:
@@ -148,13 +163,17 @@ class SwordfishGPTQConfig(AutoGPTQConfig):
             return None
         return GPTQ_NAME if gptq_needs_act_order(hf_quant_cfg) else None
 
+    @staticmethod
+    def get_checkpoint_weight_mapper():
+        from vllm.model_executor.models.utils import WeightsMapper
+
+        return WeightsMapper()  # keep ``.g_idx`` (vLLM's default mapper drops it)
+
     def get_quant_method(self, layer: torch.nn.Module, prefix: str):
         if isinstance(layer, RoutedExperts):
-            if gptq_needs_act_order({"desc_act": self.desc_act, "group_size": self.group_size,
-                                     "dynamic": self.dynamic}):
-                raise ValueError(f"MoE layer {prefix}: act-order GPTQ experts are not supported yet (the Swordfish "
-                                 "MoE kernels are not available, and vLLM 0.33 has no act-order MoE kernel)")
-            return super().get_quant_method(layer, prefix)
+            if get_dynamic_override(self, layer_name=prefix) is False:
+                return super().get_quant_method(layer, prefix)  # experts a dynamic rule leaves unquantized
+            raise ValueError(_moe_route_error(prefix, "GPTQ"))
         return get_linear_quant_method(self, layer, prefix, SwordfishGPTQLinearMethod)
 
 
@@ -276,11 +295,10 @@ class SwordfishCompressedTensorsConfig(CompressedTensorsConfig):
 
     def get_quant_method(self, layer: torch.nn.Module, prefix: str):
         if isinstance(layer, RoutedExperts):
-            scheme = self.get_scheme_dict(layer, layer_name=prefix) or {}
+            scheme = self.get_scheme_dict(layer, layer_name=f"{prefix}.0.{layer.ckpt_down_proj_name}") or {}
             order = getattr(scheme.get("weights"), "actorder", None)
             if order is not None and str(getattr(order, "value", order)) in _GROUP_ACTORDER:
-                raise ValueError(f"MoE layer {prefix}: group-actorder experts are not supported yet (the Swordfish "
-                                 "MoE kernels are not available, and vLLM 0.33 has no act-order MoE kernel)")
+                raise ValueError(_moe_route_error(prefix, "compressed-tensors"))
         return super().get_quant_method(layer, prefix)
 
 

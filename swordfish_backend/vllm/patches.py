@@ -8,7 +8,8 @@ for which versions, and how it is tested; all are idempotent (applying them
 twice changes nothing) and none touches CUDA.
 
 Tested versions: vLLM 0.33.0 (``TESTED_VLLM`` in ``__init__.py`` gates
-``register()`` to [0.33, 0.34)). Tests: ``tests/test_vllm_plugin.py``.
+``register()`` to [0.33, 0.34)). Tests: ``tests/test_vllm_plugin.py``,
+``tests/test_vllm_moe.py``.
 
 P1  --linear-backend / --moe-backend choices
     What: add "swordfish" to the ``LinearBackend`` and ``MoEBackend`` Literals
@@ -24,9 +25,11 @@ P1  --linear-backend / --moe-backend choices
     swordfish --moe-backend swordfish`` and still rejects a misspelt value;
     ``--kernel-config`` JSON, ``KernelConfig(...)`` and ``EngineArgs`` kwargs
     reach ``KernelConfig``.
-    MoE: the value parses; a MoE layer then fails in vLLM's MoE oracle with
-    "moe_backend='swordfish' is not supported for WNA16 MoE" until the
-    Swordfish MoE experts class exists (no silent fallback).
+    MoE: the value reaches each layer's ``FusedMoEConfig.moe_backend``; P4
+    routes the layer to Swordfish, or (a layer Swordfish cannot serve) warns
+    and resets that layer's value to "auto", so vLLM's own MoE oracle never
+    sees "swordfish" (it would raise "moe_backend='swordfish' is not
+    supported for WNA16 MoE").
 
 P2  _LINEAR_BACKEND_KERNEL_MAP["swordfish"]
     What: map the backend name to SwordfishLinearKernel plus every other
@@ -47,13 +50,45 @@ P3  Swordfish first in _POSSIBLE_KERNELS[PlatformEnum.CUDA]
     capability 10.0 / 11.0 picks Swordfish, 9.0 does not unless
     ``--linear-backend swordfish``.
 
+P4  RoutedExperts._get_quant_method asks Swordfish first
+    What: wrap ``vllm.model_executor.layers.fused_moe.routed_experts.
+    RoutedExperts._get_quant_method(self, prefix, quant_config, moe_config)``
+    (the one place every routed-experts layer gets its fused-MoE method) so
+    that ``moe_method.choose`` decides first: a Swordfish method for the
+    layer, or the original call (vLLM's own choice). The wrapper is marked
+    and keeps the original as ``__wrapped__``; a second application changes
+    nothing; a signature other than 0.33's raises RuntimeError naming it.
+    Why: vLLM 0.33 picks a MoE method inside each quantization config's
+    ``get_quant_method`` (GPTQ, AWQ, compressed-tensors each build their own
+    WNA16 MoE method, whose constructor runs the WNA16 backend oracle, and
+    that oracle's backends are a closed enum). The public hooks do not reach
+    it: ``register_quantization_config`` would mean claiming every GPTQ /
+    AWQ / compressed-tensors checkpoint with a renamed config, and the
+    out-of-tree ``RoutedExperts`` class (``PluggableLayer.register_oot``)
+    skips its in-tree subclasses and allows one plugin only. The methods
+    themselves are vLLM's extension points (``FusedMoEMethodBase`` subclasses
+    of vLLM's WNA16 methods, ``mk.FusedMoEExpertsModular``, ``FusedMoEKernel``).
+    Model-specific subclasses that override ``_get_quant_method`` (ROCm
+    DeepSeek-V4, MuseSpark) keep their own choice.
+    Tested: ``tests/test_vllm_moe.py`` builds vLLM's MoE layers
+    (``FusedMoEFactory``) for GPTQ / AWQ / compressed-tensors checkpoints
+    under ``--moe-backend swordfish`` / ``auto`` and faked CUDA platforms,
+    checks which method each layer gets, the fallback warnings, idempotence,
+    and the signature check.
+
 Private names read (no patch, but they can move between vLLM releases):
-``vllm.model_executor.kernels.linear._get_linear_backend``.
+``vllm.model_executor.kernels.linear._get_linear_backend``; for MoE
+(moe_method.py) ``CompressedTensorsConfig._add_fused_moe_to_target_scheme_map``,
+``RoutedExperts._map_global_expert_id_to_local_expert_id`` /
+``_expert_routing_tables`` / ``_loaded_expert_biases``, and the attributes
+that vLLM's WNA16 MoE ``create_weights`` read from their method.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import sys
 import typing
 
@@ -122,7 +157,35 @@ def requested_linear_backend() -> str:
     return _get_linear_backend(quantization="mixed_precision")
 
 
-def apply_all(kernel_cls) -> None:
+MOE_HOOK_PARAMS = ("self", "prefix", "quant_config", "moe_config")  # RoutedExperts._get_quant_method in 0.33
+
+
+def route_moe_layers(choose) -> bool:
+    """P4: `choose(layer, prefix, quant_config, moe_config)` returns a method or None. True if it changed anything."""
+    from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+
+    current = RoutedExperts.__dict__.get("_get_quant_method")
+    if getattr(current, "__swordfish__", False):
+        return False
+    params = tuple(inspect.signature(current).parameters) if current is not None else ()
+    if params != MOE_HOOK_PARAMS:
+        raise RuntimeError(
+            f"Swordfish cannot route MoE layers on this vLLM: RoutedExperts._get_quant_method has parameters "
+            f"{params}, expected {MOE_HOOK_PARAMS} (vLLM 0.33, the tested series)")
+    original = current
+
+    @functools.wraps(original)
+    def _get_quant_method(self, prefix, quant_config, moe_config):
+        method = choose(self, prefix, quant_config, moe_config)
+        return method if method is not None else original(self, prefix, quant_config, moe_config)
+
+    _get_quant_method.__swordfish__ = True
+    RoutedExperts._get_quant_method = _get_quant_method
+    return True
+
+
+def apply_all(kernel_cls, choose_moe) -> None:
     extend_backend_literals()
     map_linear_backend(kernel_cls)
     put_kernel_first(kernel_cls)
+    route_moe_layers(choose_moe)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .. import envs
 from .. import format as fmt
+from .. import moe
 
 # Weight types the MPLinearKernel accepts, keyed by vLLM ScalarType name:
 # (bits, has_zero_points). uint4b8 / uint8b128 are symmetric GPTQ-style codes
@@ -36,6 +37,17 @@ DEFAULT_CUDA_ARCHS = ("90a", "100a", "110a")
 # --linear-backend swordfish.
 AUTO_SELECT = {9: False, 10: True, 11: True}
 
+# With --moe-backend auto, may vLLM pick Swordfish's fused MoE on this major
+# capability? Blackwell: yes. Hopper: off until measurements show the
+# Swordfish MoE kernels faster than vLLM's Marlin MoE (opt in with
+# --moe-backend swordfish). The linear table above is separate: the two
+# decisions are measured separately.
+MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
+
+# Gated activations the fused-MoE op computes on the gate half (the op's own
+# list; vLLM's MoEActivation values use the same names).
+MOE_ACTIVATIONS = moe.ACTIVATIONS
+
 
 def disabled() -> bool:
     """SWORDFISH_DISABLE (swordfish_backend.envs; read at every call, never cached) turns the plugin off."""
@@ -53,6 +65,13 @@ def support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dty
     CUDA device, library_reason() asks the C++ predicate itself;
     tests/test_ops_gpu.py checks that the two agree.
     """
+    return (_type_reason(bits=bits, has_zero_points=has_zero_points, group_size=group_size, act_dtype=act_dtype,
+                         out_dtype=out_dtype)
+            or _shape_reason(bits=bits, group_size=group_size, in_features=in_features, out_features=out_features))
+
+
+def _type_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dtype: str,
+                 out_dtype: str | None) -> str | None:
     if act_dtype not in ACTIVATION_DTYPES:
         return (f"activations are {act_dtype}: Swordfish is weight-only with float16/bfloat16 activations "
                 "(W4A8 / W8A8 layers stay on vLLM's kernels)")
@@ -64,6 +83,10 @@ def support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dty
         return f"zero points are supported for int4 weights only, got int{bits}"
     if group_size not in fmt.GROUP_SIZES:
         return f"group size {group_size} is not supported (supported: {list(fmt.GROUP_SIZES)}, -1 = channelwise)"
+    return None
+
+
+def _shape_reason(*, bits: int, group_size: int, in_features: int, out_features: int) -> str | None:
     try:
         fmt.check_shape(bits, in_features, out_features)
     except ValueError as e:
@@ -100,17 +123,46 @@ def library_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dty
     return why or None
 
 
-def auto_select_reason(capability: tuple[int, int] | None) -> str | None:
-    """None when --linear-backend auto may pick Swordfish on this device, else why not."""
+def moe_support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dtype: str,
+                       hidden_size: int, intermediate_size: int) -> str | None:
+    """None when Swordfish's fused MoE can hold experts of this shape on one rank, else why not.
+
+    `intermediate_size` is this rank's share I (tensor parallelism shards it).
+    The layer's two GEMMs are w13 (K = H, N = 2I, ``[gate | up]``) and w2
+    (K = I, N = H); each must be a shape the packer accepts, with the same
+    rules as a linear layer partition (support_reason).
+    """
+    reason = _type_reason(bits=bits, has_zero_points=has_zero_points, group_size=group_size, act_dtype=act_dtype,
+                          out_dtype=None)
+    if reason is not None:
+        return reason
+    for name, K, N in (("w13", hidden_size, 2 * intermediate_size), ("w2", intermediate_size, hidden_size)):
+        reason = _shape_reason(bits=bits, group_size=group_size, in_features=K, out_features=N)
+        if reason is not None:
+            return f"{name} {reason}"
+    return None
+
+
+def _auto_reason(table: dict[int, bool], flag: str, capability: tuple[int, int] | None) -> str | None:
     if capability is None:
         return "the device capability is unknown"
     major, minor = capability
-    if not AUTO_SELECT.get(major, False):
+    if not table.get(major, False):
         if major == 9:
             return (f"on sm{major}{minor} Swordfish is opt-in until H200 measurements show it faster "
-                    "than vLLM's choice; pass --linear-backend swordfish to use it")
-        return f"sm{major}{minor} is not an auto-selected architecture (auto: {auto_archs()})"
+                    f"than vLLM's choice; pass {flag} swordfish to use it")
+        return f"sm{major}{minor} is not an auto-selected architecture (auto: {_archs(table)})"
     return None
+
+
+def auto_select_reason(capability: tuple[int, int] | None) -> str | None:
+    """None when --linear-backend auto may pick Swordfish on this device, else why not."""
+    return _auto_reason(AUTO_SELECT, "--linear-backend", capability)
+
+
+def moe_auto_select_reason(capability: tuple[int, int] | None) -> str | None:
+    """None when --moe-backend auto may pick Swordfish's fused MoE on this device, else why not."""
+    return _auto_reason(MOE_AUTO_SELECT, "--moe-backend", capability)
 
 
 def runs_on(arch: str, capability: tuple[int, int]) -> bool:
@@ -139,5 +191,13 @@ def arch_reason(capability: tuple[int, int] | None, cuda_archs=None) -> str | No
     return None
 
 
+def _archs(table: dict[int, bool]) -> str:
+    return ", ".join(f"sm{m}x" for m, on in sorted(table.items()) if on)
+
+
 def auto_archs() -> str:
-    return ", ".join(f"sm{m}x" for m, on in sorted(AUTO_SELECT.items()) if on)
+    return _archs(AUTO_SELECT)
+
+
+def moe_auto_archs() -> str:
+    return _archs(MOE_AUTO_SELECT)
