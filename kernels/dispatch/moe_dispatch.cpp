@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,6 +14,7 @@
 #include <tuple>
 
 #include "kernels/common/device_guard.h"
+#include "kernels/common/env.h"
 #include "kernels/dispatch/moe_heuristics.hpp"
 #include "kernels/dispatch/moe_sm100.hpp"
 #include "kernels/dispatch/moe_sm90.hpp"
@@ -68,14 +68,8 @@ LastPaths& last_paths() {
   return table;
 }
 
-// SWORDFISH_DEBUG, read now (never cached), as dispatch.cpp reads it.
-bool debug_enabled() {
-  const char* env = std::getenv("SWORDFISH_DEBUG");
-  if (env == nullptr) return false;
-  std::string v(env);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
-}
+// SWORDFISH_DEBUG, read now (never cached), leniently, through the one parser dispatch.cpp uses.
+bool debug_enabled() { return env::lenient("SWORDFISH_DEBUG"); }
 
 void log_choice(const MoeProblem& p, MoePath path) {
   using Key = std::tuple<int, int, int, int, int, int, bool, bool, bool, int, int>;
