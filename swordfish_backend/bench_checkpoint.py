@@ -217,7 +217,7 @@ def summary(ck, shapes, left_out, total_rows) -> dict:
             "totals": total_rows}
 
 
-def plot_totals(total_rows: list, path, title: str) -> str | None:
+def plot_totals(total_rows: list, path, title: str, dtype: str = "bf16") -> str | None:
     """PNG of the whole-model GEMM time per step and per token vs M. None, or why no PNG was written."""
     try:
         import matplotlib
@@ -226,9 +226,9 @@ def plot_totals(total_rows: list, path, title: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install matplotlib); no PNG written"
-    fig, axes = plt.subplots(1, 2, figsize=(12.8, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(12.8, 4.8))
     style = {"auto": dict(color="#d62728", marker="o", linewidth=2.2, label="swordfish auto"),
-             "cublas": dict(color="black", marker="x", linestyle="--", label="cuBLAS bf16 (dense weights)"),
+             "cublas": dict(color="black", marker="x", linestyle="--", label=f"cuBLAS {dtype} (dense weights)"),
              "roofline": dict(color="0.45", linestyle=":", label="roofline floor")}
     for impl in TOTAL_IMPLS:
         pts = sorted((r["M"], r["us"], r["per_token_us"]) for r in total_rows if r["impl"] == impl and r["us"])
@@ -303,20 +303,23 @@ def command(args) -> int:
         cli._say(bench.format_table(doc))
         cli._say("")
     cli._say(format_totals(total_rows, sum(s.count for s in shapes)))
-    if args.json != "":
-        base = Path(args.json)
-        for cfg, doc in zip(cfgs, docs):
-            path = base if len(docs) == 1 else base.with_name(f"{base.stem}-{_fmt_slug(cfg)}{base.suffix}")
+    base = Path(args.json or "swordfish-bench.json")
+    png_base = Path(args.png) if args.png else base.with_suffix(".png")
+    for cfg, doc in zip(cfgs, docs):
+        suffix = "" if len(docs) == 1 else f"-{_fmt_slug(cfg)}"
+        if args.json != "":
+            path = base.with_name(f"{base.stem}{suffix}{base.suffix}")
             bench.write_json(doc, path)
             cli._say(f"wrote {path}")
-            if args.png != "":
-                png = Path(args.png) if args.png and len(docs) == 1 else path.with_suffix(".png")
-                cli._plot(bench, doc, str(png))
+        if args.png != "":
+            cli._plot(bench, doc, str(png_base.with_name(f"{png_base.stem}{suffix}{png_base.suffix}")))
     if args.png != "":
-        png = Path(args.png or (args.json or "swordfish-bench.json"))
-        model_png = png.with_name(f"{png.stem}-model.png")
-        why_not = plot_totals(total_rows, model_png, f"swordfish bench --checkpoint {ck.path.name}: whole-model "
-                                                     f"GEMM time ({ck.description}; {docs[0]['device']['name']})")
+        model_png = png_base.with_name(f"{png_base.stem}-model{png_base.suffix}")
+        import textwrap
+
+        title = (f"swordfish bench --checkpoint {ck.path.name}: whole-model GEMM time on {docs[0]['device']['name']} "
+                 f"({ck.act_dtype})\n" + "\n".join(textwrap.wrap(ck.description, 140)))
+        why_not = plot_totals(total_rows, model_png, title, ck.act_dtype)
         if why_not is None:
             cli._say(f"wrote {model_png}")
         else:

@@ -446,7 +446,7 @@ def test_bench_checkpoint_end_to_end_with_a_faked_run(tmp_path, capsys, monkeypa
     root = cw.write(tmp_path / "two", {"torch_dtype": "bfloat16", "quantization_config": q}, tensors)
     out_json = tmp_path / "res" / "b.json"
     code, out, _ = run_cli(capsys, "bench", "--checkpoint", str(root), "--m", "1,16", "--json", str(out_json),
-                           "--png", "", "--quiet")
+                           "--quiet")
     assert code == 0, out
     assert [(c.bits, c.group) for c in ran] == [(4, 128), (4, 64)]
     assert all(len(c.layers) == 4 and c.m == [1, 16] and c.dtype == "bf16" for c in ran)
@@ -457,3 +457,10 @@ def test_bench_checkpoint_end_to_end_with_a_faked_run(tmp_path, capsys, monkeypa
     expect = sum(K * N for K, N in [(128, 256), (128, 128), (128, 512), (256, 128)]) / 1e4 * 2
     assert tot[(1, "auto")] == pytest.approx(expect) and tot[(16, "cublas")] == pytest.approx(2 * expect)
     assert "whole-model GEMM time of one forward step (8 GEMMs" in out and "2.00" in out
+    pngs = sorted(p.name for p in (tmp_path / "res").glob("*.png"))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert pngs == []
+    else:
+        assert pngs == ["b-int4-g128.png", "b-int4-g64.png", "b-model.png"]
