@@ -382,16 +382,21 @@ _STYLE = {
     "dense": dict(color="#2ca02c", linewidth=1.2, marker="^", markersize=3),
     "prefill": dict(color="#9467bd", linewidth=1.2, marker="v", markersize=3),
     "cublas": dict(color="black", linewidth=1.6, linestyle="--", marker="x", markersize=4),
+    "fused": dict(color="#1f77b4", linewidth=1.2, marker="s", markersize=3),
+    "torch": dict(color="black", linewidth=1.6, linestyle="--", marker="x", markersize=4),
     "roofline": dict(color="0.45", linewidth=1.4, linestyle=":"),
 }
 _LABEL = {"auto": "swordfish auto (dispatcher)", "decode": "decode (forced)", "dense": "dense (forced)",
-          "prefill": "prefill (forced)", "cublas": "cuBLAS (dense weight)", "roofline": "roofline floor"}
+          "prefill": "prefill (forced)", "cublas": "cuBLAS (dense weight)", "roofline": "roofline floor",
+          "fused": "fused (forced)", "torch": "torch bf16 MoE (dequantized experts)"}
 
 
-def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = None) -> str | None:
+def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = None,
+         panel_title=None, xlabel: str = "M (rows of x = tokens, log)") -> str | None:
     """Write the PNG (time per call vs M, log-log, one subplot per layer). Rows that carry us_min / us_max
     (interleaved rounds, benchmarks/bench_dispatch.py) get min..max error bars. `title` opens the figure's
-    heading, `note` replaces its second line. Returns None, or why no PNG was written."""
+    heading, `note` replaces its second line; `panel_title(model, layer, K, N)` names a subplot. Returns None, or
+    why no PNG was written."""
     try:
         import matplotlib
 
@@ -438,8 +443,9 @@ def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = 
         every = [r["us"] for r in mine]
         if anchor and every:
             ax.set_ylim(min(every) * 0.7, max(anchor) * 4)
-        ax.set_title(f"{model} {layer}  (K={K}, N={N})", fontsize=10)
-        ax.set_xlabel("M (rows of x = tokens, log)")
+        ax.set_title(panel_title(model, layer, K, N) if panel_title else f"{model} {layer}  (K={K}, N={N})",
+                     fontsize=10)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("time per call (us, log)")
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", alpha=0.12)
@@ -603,14 +609,16 @@ def graph_calls(eager_us: float, n_list: int, graph_us: float = TARGET_GRAPH_US)
     return n_list * reps
 
 
-def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: float = TARGET_GRAPH_US) -> dict:
+def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: float = TARGET_GRAPH_US,
+               path_of=None) -> dict:
     """Time the implementations of one (layer, M): calls[impl] is its list of rotating calls.
 
     Captures one graph per implementation (its eager warm-up raises for a path that cannot run the
     problem, recorded with the reason), then replays the graphs in interleaved rounds. Returns
     {impl: {"status": "ok", "path", "copies", "calls", "rounds_us"}} or, for one that did not run,
     {impl: {"status": "unavailable" | "error", "note", "copies"}}. ``path`` is the path that ran:
-    the dispatcher's choice for ``auto`` (read back right after its capture), None for ``cublas``.
+    the dispatcher's choice for ``auto`` (read back right after its capture), None for ``cublas``;
+    ``path_of(impl)``, when given, answers it instead (called right after that implementation's capture).
     """
     out, graphs = {}, {}
     for impl, fns in calls.items():
@@ -623,7 +631,9 @@ def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: fl
                 status, note = "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
             out[impl] = {"status": status, "note": note, "copies": len(fns)}
             continue
-        if impl == "cublas":
+        if path_of is not None:
+            path = path_of(impl)
+        elif impl == "cublas":
             path = None
         elif impl == "auto":
             path = ops.PATH_NAMES.get(ops.last_path(device_index), "?")

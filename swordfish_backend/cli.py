@@ -1,6 +1,7 @@
 """The ``swordfish`` command (also ``python -m swordfish_backend``).
 
     swordfish bench   time every Swordfish path against cuBLAS and the roofline on this GPU
+                      (--moe: the fused MoE layer against a bf16 torch MoE and the roofline)
     swordfish check   correctness self-test (the CPU reference path when there is no GPU)
     swordfish info    versions, device, build, available paths and the dispatch table
 
@@ -33,6 +34,9 @@ EXIT_CODES_HELP = """exit codes:
   2  usage error (bad arguments, unknown preset, shape the format cannot hold)
   3  needs a CUDA GPU and the compiled extension, and one of them is missing
      (bench always; check only with --require-gpu)"""
+
+
+MOE_JSON = "swordfish-bench-moe.json"  # `bench --moe`'s default --json
 
 
 class UsageError(ValueError):
@@ -94,12 +98,46 @@ def _bench_layers(args) -> list:
     return layers
 
 
+def _load_result(path):
+    """(bench or bench_moe, document) of a saved result, by its schema; ValueError / OSError if unreadable."""
+    from pathlib import Path
+
+    from . import bench, bench_moe
+
+    doc = json.loads(Path(path).read_text())
+    module = bench_moe if isinstance(doc, dict) and doc.get("schema") == bench_moe.SCHEMA else bench
+    module.validate_result(doc)
+    return module, doc
+
+
+def _check_format_flags(args) -> None:
+    if args.zero_points and args.bits != 4:
+        raise UsageError("--zero-points is AWQ-style int4 only; drop it or use --bits 4")
+    if args.act_order and args.group == -1:
+        raise UsageError("--act-order needs a group size (32, 64 or 128), not channelwise --group -1")
+    if args.act_order and args.zero_points:
+        raise UsageError("--act-order and --zero-points together are not a supported checkpoint format")
+
+
+def _no_gpu(why: str) -> int:
+    _warn(f"swordfish bench: {why}.")
+    _warn("bench times the CUDA kernels, so it needs an NVIDIA GPU (sm80 or newer), a CUDA build of torch and "
+          "the compiled extension (pip install --no-build-isolation . on a machine with nvcc).")
+    _warn("Without them, `swordfish check` still self-tests the CPU reference path, `swordfish info` shows "
+          "what is missing, and `swordfish bench --from-json FILE` re-renders a saved result.")
+    return EXIT_UNAVAILABLE
+
+
 def cmd_bench(args) -> int:
     from . import bench, presets
 
     if args.checkpoint:
+        if args.moe:
+            raise UsageError("--moe and --checkpoint time different things: give one of them")
         from . import bench_checkpoint
         return bench_checkpoint.command(args)
+    if args.moe:
+        return cmd_bench_moe(args)
     if args.list_presets:
         for p in presets.PRESETS.values():
             _say(f"{p.name:<14} {p.description}")
@@ -108,14 +146,16 @@ def cmd_bench(args) -> int:
         return EXIT_OK
     if args.from_json:
         try:
-            doc = bench.load_json(args.from_json)
+            module, doc = _load_result(args.from_json)
         except (OSError, ValueError) as e:
             raise UsageError(f"--from-json {args.from_json}: {e}") from None
-        _say(bench.format_table(doc))
+        _say(module.format_table(doc))
         if args.png != "":
             png = args.png or str(_with_suffix(args.from_json, ".png"))
-            _plot(bench, doc, png)
+            _plot(module, doc, png)
         return EXIT_OK
+    if args.tokens:
+        raise UsageError("--tokens needs --moe (the dense bench takes --m)")
 
     layers = _bench_layers(args)
     try:
@@ -124,21 +164,11 @@ def cmd_bench(args) -> int:
         raise UsageError(str(e)) from None
     impls = _csv(args.paths, bench.IMPLS, "--paths") if args.paths else list(bench.IMPLS)
     impls = [i for i in bench.IMPLS if i in impls]  # canonical order
-    if args.zero_points and args.bits != 4:
-        raise UsageError("--zero-points is AWQ-style int4 only; drop it or use --bits 4")
-    if args.act_order and args.group == -1:
-        raise UsageError("--act-order needs a group size (32, 64 or 128), not channelwise --group -1")
-    if args.act_order and args.zero_points:
-        raise UsageError("--act-order and --zero-points together are not a supported checkpoint format")
+    _check_format_flags(args)
 
     ok, why = gpu_status(args.device)
     if not ok:
-        _warn(f"swordfish bench: {why}.")
-        _warn("bench times the CUDA kernels, so it needs an NVIDIA GPU (sm80 or newer), a CUDA build of torch and "
-              "the compiled extension (pip install --no-build-isolation . on a machine with nvcc).")
-        _warn("Without them, `swordfish check` still self-tests the CPU reference path, `swordfish info` shows "
-              "what is missing, and `swordfish bench --from-json FILE` re-renders a saved result.")
-        return EXIT_UNAVAILABLE
+        return _no_gpu(why)
 
     cfg = bench.Config(layers=layers, m=ms, bits=args.bits, group=args.group, dtype=args.dtype, impls=tuple(impls),
                        zero_points=args.zero_points, act_order=args.act_order, deterministic=args.deterministic,
@@ -172,6 +202,61 @@ def _plot(bench, doc, png: str) -> None:
         _say(f"wrote {png}")
     else:
         _warn(f"swordfish bench: {why}")
+
+
+def cmd_bench_moe(args) -> int:
+    """`swordfish bench --moe`: the MoE layer per model preset and token count (bench_moe.py)."""
+    from . import bench, bench_moe, ops, presets
+
+    if args.list_presets:
+        for p in presets.MOE_PRESETS.values():
+            _say(f"{p.name:<18} {p.description}")
+            _say(f"{'':<20}E={p.E:<4} top-{p.top_k:<3} H={p.H:<5} I={p.I:<6} "
+                 f"renormalised top-k weights: {'yes' if p.renormalize else 'no'}")
+        return EXIT_OK
+    if args.from_json:
+        raise UsageError("--from-json reads the schema from the file; drop --moe")
+    if args.shapes:
+        raise UsageError("--shapes is for the dense bench; --moe takes --model with MoE presets")
+    if args.m:
+        raise UsageError("--m is for the dense bench; --moe takes --tokens")
+    try:
+        models = presets.moe_presets(args.model if "model" in args.given else None)
+        tokens = (presets.parse_m(args.tokens, "--tokens", "token count") if args.tokens
+                  else list(presets.DEFAULT_TOKENS))
+        for p in models:
+            for layer in p.layers:
+                presets.check_layer(layer, args.bits, args.group)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    every = bench_moe.impls()
+    impls = _csv(args.paths, every, "--paths") if args.paths else list(every)
+    impls = [i for i in every if i in impls]
+    _check_format_flags(args)
+
+    ok, why = gpu_status(args.device)
+    if ok and not ops.has_moe():
+        ok, why = False, f"the compiled extension has no MoE ops: {ops.moe_error()}"
+    if not ok:
+        return _no_gpu(why)
+    cfg = bench_moe.Config(models=models, tokens=tokens, bits=args.bits, group=args.group, dtype=args.dtype,
+                           impls=tuple(impls), zero_points=args.zero_points, act_order=args.act_order,
+                           deterministic=args.deterministic, device_index=args.device, seed=args.seed,
+                           rounds=args.rounds, commit=args.commit or bench.git_commit())
+    progress = bench.Progress(bench_moe.total_steps(cfg), enabled=not args.quiet)
+    try:
+        doc = bench_moe.run(cfg, progress)
+    finally:
+        progress.close()
+    _say(bench_moe.format_table(doc))
+    json_path = args.json if "json" in args.given else MOE_JSON
+    if json_path != "":
+        bench_moe.write_json(doc, json_path)
+        _say(f"\nwrote {json_path}")
+    if args.png != "":
+        png = args.png or str(_with_suffix(json_path or MOE_JSON, ".png"))
+        _plot(bench_moe, doc, png)
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------ check
@@ -301,6 +386,59 @@ def dispatch_table(device_index: int, model: str = "llama-3-8b", dtype_code: int
     return rows
 
 
+MOE_PROBE = dict(E=4, top_k=2, H=256, I=128, T=4)  # every MoE path should run this if built for the device
+MOE_INFO_FORMATS = (  # (label, bits, group, zero points, act-order)
+    ("int4 g128", 4, 128, False, False),
+    ("int4 g128 zp", 4, 128, True, False),
+    ("int4 g128 act", 4, 128, False, True),
+    ("int4 channelwise", 4, -1, False, False),
+    ("int8 g128", 8, 128, False, False),
+)
+
+
+def probe_moe(device_index: int) -> dict:
+    """{"paths": {format: {path: state}}, "dispatch": [{model, segments}]}: each MoE path forced once per format
+    on a small layer and checked against reference_moe; the dispatcher's path per token range (int4 g128 bf16)."""
+    import torch
+
+    from . import bench_moe, check, moe, ops, presets
+
+    device = torch.device("cuda", device_index)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(0)
+    E, k, H, I, T = (MOE_PROBE[key] for key in ("E", "top_k", "H", "I", "T"))  # noqa: E741
+    ids, weights = bench_moe.make_routing(T, E, k, True, gen, device)
+    x = torch.randn(T, H, generator=gen, device=device).to(torch.bfloat16)
+    paths: dict = {}
+    for label, bits, group, zp, act in MOE_INFO_FORMATS:
+        cfg = bench_moe.Config(models=[], tokens=[], bits=bits, group=group, zero_points=zp, act_order=act)
+        w13 = bench_moe.random_experts(E, H, 2 * I, cfg, device, gen)
+        w2 = bench_moe.random_experts(E, I, H, cfg, device, gen)
+        ref = moe.reference_moe(x, w13, w2, weights, ids, dtype=torch.float32)
+        paths[label] = {}
+        for name in ops.moe_paths():
+            if name == "auto":
+                continue
+            try:
+                y = moe.fused_moe(x, w13, w2, weights, ids, path=name)
+                err = moe.output_error(y, ref, H=H, I=I, top_k=k)
+                state = "available" if err <= 1 else f"WRONG RESULT ({err:.3g}x the tolerance)"
+            except Exception as e:  # noqa: BLE001
+                text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                mark = "cannot run this problem: "
+                state = f"unavailable: {text.split(mark, 1)[1]}" if mark in text else f"error: {text}"
+            paths[label][name] = state
+    dispatch = []
+    for p in presets.MOE_PRESETS.values():
+        def select(T, p=p):
+            return ops.moe_select_path(T, p.top_k, p.E, p.H, p.I, 4, 128, ops.DTYPE_CODES[torch.bfloat16],
+                                       device_index)
+
+        dispatch.append({"model": p.name, "segments": [{"first_m": a, "last_m": b, "path": ops.moe_path_name(c)}
+                                                       for a, b, c in check.dispatch_segments(select)]})
+    return {"paths": paths, "dispatch": dispatch}
+
+
 def gather_info(device_index: int | None = None) -> dict:
     import torch
 
@@ -319,6 +457,7 @@ def gather_info(device_index: int | None = None) -> dict:
                       "path": str(ops.library_path()) if ops.library_path() else None,
                       "build": ops.build_info()},
         "env": envs.describe(), "devices": [], "paths": None, "dispatch": None, "gpu_error": None,
+        "moe": {"ops": ops.has_moe(), "error": ops.moe_error(), "probe": None},
     }
     archs = [v for k, v in info["extension"]["build"].items() if "arch" in k.lower()]
     if archs and isinstance(archs[0], (list, tuple)):
@@ -341,7 +480,33 @@ def gather_info(device_index: int | None = None) -> dict:
             info["dispatch"] = dispatch_table(index)
         except Exception as e:  # noqa: BLE001 - info reports, it does not fail
             info["gpu_error"] = f"probing device {index} failed: {e}"
+    if info["moe"]["ops"]:
+        try:
+            info["moe"]["probe"] = probe_moe(index)
+        except Exception as e:  # noqa: BLE001
+            info["moe"]["error"] = f"probing the MoE paths on device {index} failed: {e}"
     return info
+
+
+def format_moe_info(info: dict) -> list[str]:
+    """The MoE lines of `swordfish info`: what sf.fused_moe serves on this machine."""
+    m = info.get("moe") or {}
+    if not info["devices"]:
+        return ["MoE: none on this machine (no CUDA GPU); sf.fused_moe runs the CPU reference (reference_moe)"]
+    if not m.get("ops"):
+        return [f"MoE: no GPU paths ({m.get('error')}); sf.fused_moe runs only the CPU reference"]
+    if not m.get("probe"):
+        return [f"MoE: {m.get('error') or 'not probed'}"]
+    probe = m["probe"]
+    lines = [f"MoE paths on device {info['device_index']} (probe: sf.fused_moe forced, E={MOE_PROBE['E']} "
+             f"top-{MOE_PROBE['top_k']} H={MOE_PROBE['H']} I={MOE_PROBE['I']} T={MOE_PROBE['T']} bf16, checked "
+             "against reference_moe):"]
+    for label, states in probe["paths"].items():
+        lines.append(f"  {label:<17} " + "   ".join(f"{name} {state}" for name, state in states.items()))
+    lines.append("MoE dispatch (int4 g128 bf16; path per token range from moe_select_path):")
+    for row in probe["dispatch"]:
+        lines.append(f"  {row['model']:<18} {_ranges(row['segments'])}")
+    return lines
 
 
 def _ranges(segments: list) -> str:
@@ -395,6 +560,7 @@ def format_info(info: dict) -> str:
         lines.append("paths: none on this machine (no CUDA GPU); sf.matmul runs the CPU reference path")
     if info["gpu_error"] and info["devices"]:
         lines.append(f"  {info['gpu_error']}")
+    lines += format_moe_info(info)
     lines.append("")
     lines.append("environment knobs (read at call time):")
     for knob in info["env"]:
@@ -453,8 +619,16 @@ def _positive(text: str) -> int:
     return v
 
 
+class _Given(argparse.Action):
+    """Store the value and record the option in `given` (for defaults that depend on other options)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = frozenset(getattr(namespace, "given", frozenset())) | {self.dest}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__, bench, check, presets
+    from . import __version__, bench, bench_moe, check, presets
 
     parser = argparse.ArgumentParser(
         prog="swordfish", description="Swordfish: weight-only quantized GEMM kernels (int4/int8 weights, fp16/bf16 "
@@ -470,16 +644,24 @@ def build_parser() -> argparse.ArgumentParser:
                                    "shape, and the roofline floor, per layer and M. Prints a table, writes JSON and a "
                                    "PNG. Default: llama-3-8b, int4 g128 bf16, M 1..8192.",
                        epilog=EXIT_CODES_HELP, formatter_class=raw)
+    b.add_argument("--moe", action="store_true",
+                   help="time the fused MoE layer (sf.fused_moe) per MoE model preset and token count against a "
+                        "bf16 torch MoE and the roofline, instead of the dense GEMMs")
     b.add_argument("--model", "--preset", dest="model", default=presets.DEFAULT_PRESET, metavar="PRESET[,PRESET]",
-                   help=f"model preset(s): {', '.join(presets.PRESETS)} (default {presets.DEFAULT_PRESET})")
+                   action=_Given,
+                   help=f"model preset(s): {', '.join(presets.PRESETS)} (default {presets.DEFAULT_PRESET}); "
+                        f"with --moe: {', '.join(presets.MOE_PRESETS)} (default all)")
     b.add_argument("--shapes", metavar="'K,N;K,N'", help="explicit layer shapes instead of a preset "
                                                         "(K = in_features, N = out_features)")
     b.add_argument("--m", metavar="M,M,...", help="M values (default " + ",".join(map(str, presets.DEFAULT_M)) + ")")
+    b.add_argument("--tokens", metavar="T,T,...", help="with --moe: token counts (default "
+                                                      + ",".join(map(str, presets.DEFAULT_TOKENS)) + ")")
     b.add_argument("--bits", type=int, choices=(4, 8), default=4)
     b.add_argument("--group", type=_group, default=128, help="32, 64, 128 or -1 (channelwise); default 128")
     b.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16", help="activation dtype (default bf16)")
     b.add_argument("--paths", metavar="LIST", help="implementations to time, comma-separated from "
-                                                   f"{','.join(bench.IMPLS)} (default all)")
+                                                   f"{','.join(bench.IMPLS)} (default all; with --moe from "
+                                                   f"{','.join(bench_moe.impls())})")
     b.add_argument("--zero-points", action="store_true", help="AWQ-style asymmetric int4 weights")
     b.add_argument("--act-order", action="store_true", help="GPTQ act-order (desc_act) weights")
     b.add_argument("--deterministic", action="store_true", help="time the deterministic mode (no atomics)")
@@ -488,8 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"the time is the median over them (default {bench.ROUNDS})")
     b.add_argument("--device", type=_nonneg, default=0, help="CUDA device index (default 0)")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--json", default="swordfish-bench.json", metavar="PATH",
-                   help="where to write the JSON result (default swordfish-bench.json; '' to skip)")
+    b.add_argument("--json", default="swordfish-bench.json", metavar="PATH", action=_Given,
+                   help=f"where to write the JSON result (default swordfish-bench.json, with --moe {MOE_JSON}; "
+                        "'' to skip)")
     b.add_argument("--png", default=None, metavar="PATH",
                    help="where to write the plot (default: the JSON path with .png; '' to skip; needs matplotlib)")
     b.add_argument("--commit", help="commit to record in the result (default: git rev-parse of the source tree)")
@@ -500,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "compressed-tensors checkpoint and the whole-model GEMM time "
                                                        "per token (docs/CHECKPOINTS.md)")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress indicator")
-    b.set_defaults(func=cmd_bench)
+    b.set_defaults(func=cmd_bench, given=frozenset())
 
     c = sub.add_parser("check", help="correctness self-test (CPU reference path when there is no GPU)",
                        description="Check every supported format x dtype x group x path at the dispatcher's "

@@ -261,3 +261,162 @@ def _register_fakes() -> None:
 
 
 _load()
+
+
+# =====================================================================================================
+# MoE ops (issue #39; schemas in kernels/torch/ops_moe.cpp, the contract in docs/MOE.md).
+# Kept in one section, loaded after the GEMM ops: an extension built without them still serves the
+# GEMM ops (has_extension() stays True); has_moe() says whether these are there, moe_error() why not.
+# =====================================================================================================
+
+# Values of fused_moe's `path` and of moe_select_path() / last_moe_path(): 0 is auto (as an argument)
+# or "none yet" (from last_moe_path); path i + 1 is moe_path_names()[i].
+MOE_PATH_AUTO = 0
+# Used only while the extension (or its MoE ops) is absent, to parse `--paths` and `path=`;
+# tests/test_moe.py checks it against the extension's moe_path_names().
+MOE_PATH_NAMES_FALLBACK = ("fused", "dense")
+# Values of fused_moe's `activation` argument.
+MOE_ACTIVATIONS = {"silu": 0, "gelu": 1}
+
+_moe_state: dict = {"tried": False, "loaded": False, "error": None, "names": None}
+
+
+def _load_moe() -> None:
+    with _lock:
+        if _moe_state["tried"]:
+            return
+        _moe_state["tried"] = True
+        if not has_extension():
+            _moe_state["error"] = extension_error()
+            return
+        try:
+            _register_moe_fakes()
+            names = str(torch.ops.swordfish.moe_path_names())
+        except Exception as e:  # noqa: BLE001 - report, do not break the GEMM ops
+            _moe_state["error"] = (f"{_state['path']} has no MoE ops ({str(e).strip().splitlines()[0]}); "
+                                   f"rebuild it from a source tree with kernels/torch/ops_moe.cpp: {BUILD_HINT}")
+            return
+        _moe_state["names"] = tuple(n.strip() for n in names.split(",") if n.strip())
+        _moe_state["loaded"] = True
+
+
+def has_moe() -> bool:
+    """True when the extension is loaded and registers the MoE ops."""
+    _load_moe()
+    return bool(_moe_state["loaded"])
+
+
+def moe_error() -> Optional[str]:
+    """Why the MoE ops are unavailable (None when they are loaded)."""
+    _load_moe()
+    return None if _moe_state["loaded"] else _moe_state["error"]
+
+
+def _require_moe(op: str) -> None:
+    if not has_moe():
+        raise RuntimeError(f"swordfish.{op} needs the compiled extension with the MoE ops: {moe_error()}")
+
+
+def moe_path_names() -> tuple:
+    """The MoE kernel paths, in code order (path i + 1), as the extension names them (``swordfish::moe_path_names``)."""
+    _require_moe("moe_path_names")
+    return _moe_state["names"]
+
+
+def moe_paths() -> dict:
+    """{"auto": 0, name: code, ...}: the extension's names when it has the MoE ops, else the fallback list."""
+    names = _moe_state["names"] if has_moe() else MOE_PATH_NAMES_FALLBACK
+    return {"auto": MOE_PATH_AUTO, **{name: i + 1 for i, name in enumerate(names)}}
+
+
+def moe_path_name(code: int) -> str:
+    """The name of a MoE path code ("none" for 0 from last_moe_path, "?<code>" if unknown)."""
+    if code == MOE_PATH_AUTO:
+        return "none"
+    for name, value in moe_paths().items():
+        if value == code:
+            return name
+    return f"?{code}"
+
+
+def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: Optional[torch.Tensor] = None):
+    """(sorted_ids, expert_ids, num_post_pad): the (token, slot) pairs of ``topk_ids`` (int32 (T, k)) grouped by
+    local expert in runs padded to ``block_m`` with the sentinel T * k; sizes are upper bounds (no host sync)."""
+    _require_moe("moe_align")
+    return torch.ops.swordfish.moe_align(topk_ids, num_experts, block_m, expert_map)
+
+
+def fused_moe(
+    x: torch.Tensor,
+    w13_packed: torch.Tensor,
+    w13_scales: torch.Tensor,
+    w13_zeros: Optional[torch.Tensor],
+    w13_perm: Optional[torch.Tensor],
+    w2_packed: torch.Tensor,
+    w2_scales: torch.Tensor,
+    w2_zeros: Optional[torch.Tensor],
+    w2_perm: Optional[torch.Tensor],
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    expert_map: Optional[torch.Tensor],
+    bits: int,
+    group13: int,
+    channelwise13: bool,
+    group2: int,
+    channelwise2: bool,
+    activation: int = 0,
+    weights_on_input: bool = False,
+    path: int = MOE_PATH_AUTO,
+    deterministic: int = -1,
+) -> torch.Tensor:
+    """The MoE layer (T, H) on x's device and stream: align, w13 GEMM, activation-and-mul, w2 GEMM with the
+    router weights, sum over top-k. ``path``: 0 auto or a code from moe_paths(); ``deterministic``: -1 reads
+    SWORDFISH_DETERMINISTIC at call time, 0 / 1 override it. ``sf.fused_moe`` validates and calls this."""
+    _require_moe("fused_moe")
+    return torch.ops.swordfish.fused_moe(x, w13_packed, w13_scales, w13_zeros, w13_perm, w2_packed, w2_scales,
+                                         w2_zeros, w2_perm, topk_weights, topk_ids, expert_map, bits, group13,
+                                         channelwise13, group2, channelwise2, activation, weights_on_input, path,
+                                         deterministic)
+
+
+def moe_select_path(T: int, top_k: int, E: int, H: int, I: int, bits: int, group: int, dtype: int,  # noqa: E741
+                    device: int) -> int:
+    """The MoE path code the C++ dispatcher picks for this problem (``dtype`` from DTYPE_CODES)."""
+    _require_moe("moe_select_path")
+    return torch.ops.swordfish.moe_select_path(T, top_k, E, H, I, bits, group, dtype, device)
+
+
+def last_moe_path(device: int) -> int:
+    """The path code of the most recent fused_moe on that device (0: none yet)."""
+    _require_moe("last_moe_path")
+    return torch.ops.swordfish.last_moe_path(device)
+
+
+# Fake implementations: module-level so that tests can run them (and register them under a test
+# namespace with the same schemas) without the extension.
+
+
+def _moe_align_fake(topk_ids, num_experts, block_m, expert_map):
+    slots = topk_ids.shape[0] * topk_ids.shape[1]
+    length = slots + num_experts * (block_m - 1)
+    sorted_ids = topk_ids.new_empty((length,), dtype=torch.int32)
+    expert_ids = topk_ids.new_empty(((length + block_m - 1) // block_m,), dtype=torch.int32)
+    return sorted_ids, expert_ids, topk_ids.new_empty((1,), dtype=torch.int32)
+
+
+def _fused_moe_fake(x, w13_packed, w13_scales, w13_zeros, w13_perm, w2_packed, w2_scales, w2_zeros, w2_perm,
+                    topk_weights, topk_ids, expert_map, bits, group13, channelwise13, group2, channelwise2,
+                    activation, weights_on_input, path, deterministic):
+    return x.new_empty((x.shape[0], x.shape[1]))
+
+
+def _register_moe_fakes(namespace: str = NAMESPACE) -> None:
+    for name, fn in (("moe_align", _moe_align_fake), ("fused_moe", _fused_moe_fake)):
+        try:
+            torch.library.register_fake(f"{namespace}::{name}")(fn)
+        except RuntimeError as e:
+            if "already" not in str(e):
+                raise
+
+
+_load_moe()

@@ -21,6 +21,18 @@ The dimensions come from each model's published ``config.json``:
 
 mixtral-8x7b lists only its experts' two GEMMs (one expert's weight; M is the
 number of tokens routed to that expert, about 2 * tokens / 8).
+
+MoE layers (``swordfish bench --moe``, ``MOE_PRESETS``): routed experts only
+(the shared experts of Qwen1.5-MoE and DeepSeek-V2-Lite are dense MLPs),
+from each model's ``config.json``:
+
+    model               experts  top-k  hidden  expert intermediate  top-k weights renormalised
+    mixtral-8x7b              8      2    4096                14336  yes
+    qwen1.5-moe-a2.7b        60      4    2048                 1408  no (norm_topk_prob false)
+    qwen3-30b-a3b           128      8    2048                  768  yes
+    deepseek-v2-lite         64      6    2048                 1408  no (norm_topk_prob false)
+
+    w13 (gate_up): K = hidden, N = 2 * intermediate;  w2 (down): K = intermediate, N = hidden
 """
 
 from __future__ import annotations
@@ -74,6 +86,57 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+@dataclass(frozen=True)
+class MoEPreset:
+    """One MoE layer: E routed experts, top-k routing, H = hidden, I = expert intermediate size."""
+
+    name: str
+    description: str
+    E: int
+    top_k: int
+    H: int
+    I: int  # noqa: E741
+    renormalize: bool  # top-k weights divided by their sum (the model's norm_topk_prob)
+
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        """The two GEMMs of one expert."""
+        return (Layer("w13", self.H, 2 * self.I), Layer("w2", self.I, self.H))
+
+
+MOE_PRESETS: dict[str, MoEPreset] = {
+    p.name: p
+    for p in (
+        MoEPreset("mixtral-8x7b", "Mixtral 8x7B MoE layer (8 experts, top-2, hidden 4096, intermediate 14336)",
+                  8, 2, 4096, 14336, True),
+        MoEPreset("qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B routed experts (60, top-4, hidden 2048, intermediate 1408)",
+                  60, 4, 2048, 1408, False),
+        MoEPreset("qwen3-30b-a3b", "Qwen3-30B-A3B MoE layer (128 experts, top-8, hidden 2048, intermediate 768)",
+                  128, 8, 2048, 768, True),
+        MoEPreset("deepseek-v2-lite", "DeepSeek-V2-Lite routed experts (64, top-6, hidden 2048, intermediate 1408)",
+                  64, 6, 2048, 1408, False),
+    )
+}
+DEFAULT_TOKENS = (1, 4, 16, 64, 256, 1024, 4096)
+
+
+def moe_presets(names: str | None) -> list[MoEPreset]:
+    """``"qwen3-30b-a3b"`` or ``"mixtral-8x7b,qwen3-30b-a3b"`` -> presets; None -> all of them."""
+    if names is None:
+        return list(MOE_PRESETS.values())
+    out = []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        if name not in MOE_PRESETS:
+            raise ValueError(f"unknown MoE preset {name!r}; choose from {', '.join(MOE_PRESETS)}")
+        if MOE_PRESETS[name] not in out:
+            out.append(MOE_PRESETS[name])
+    if not out:
+        raise ValueError(f"no MoE preset named in {names!r}; choose from {', '.join(MOE_PRESETS)}")
+    return out
+
+
 def preset_layers(names: str) -> list[tuple[str, Layer]]:
     """``"llama-3-8b"`` or ``"llama-3-8b,qwen-2.5-7b"`` -> [(model, layer), ...]."""
     out = []
@@ -110,8 +173,8 @@ def parse_shapes(text: str) -> list[Layer]:
     return layers
 
 
-def parse_m(text: str) -> list[int]:
-    """``"1,16,256"`` -> sorted, de-duplicated positive ints."""
+def parse_m(text: str, flag: str = "--m", what: str = "M") -> list[int]:
+    """``"1,16,256"`` -> sorted, de-duplicated positive ints (errors name `flag` and `what` it lists)."""
     values = set()
     for item in text.split(","):
         item = item.strip()
@@ -120,12 +183,12 @@ def parse_m(text: str) -> list[int]:
         try:
             m = int(item)
         except ValueError:
-            raise ValueError(f"--m value {item!r} is not an integer") from None
+            raise ValueError(f"{flag} value {item!r} is not an integer") from None
         if not 1 <= m <= MAX_M:
-            raise ValueError(f"--m value {m} must lie in [1, {MAX_M}]")
+            raise ValueError(f"{flag} value {m} must lie in [1, {MAX_M}]")
         values.add(m)
     if not values:
-        raise ValueError(f"--m {text!r} names no M; write e.g. 1,16,256")
+        raise ValueError(f"{flag} {text!r} names no {what}; write e.g. 1,16,256")
     return sorted(values)
 
 

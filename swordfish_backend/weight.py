@@ -56,6 +56,74 @@ def _act_order_permutation(g_idx: torch.Tensor, K: int, group_size: int, groups:
     return torch.argsort(g, stable=True).to(torch.int32)
 
 
+def weight_parts(c: checkpoints.Canonical, dtype) -> dict:
+    """Validate a canonical weight and make the tensors a weight keeps, short of packing the codes.
+
+    Returns the keyword arguments of ``QuantizedWeight(packed=None, ...)``:
+    ``source`` (the K-packed codes), ``scales`` / ``zeros`` (folded, in the
+    activation dtype, channelwise rows replicated to the scale group),
+    ``perm`` (act-order row order or None), ``bits``, ``group_size``,
+    ``in_features``, ``out_features``, ``dtype``. ``QuantizedExperts`` builds
+    each expert through it too.
+    """
+    bits, group_size = c.bits, c.group_size
+    fmt._check_bits(bits)
+    if group_size not in fmt.GROUP_SIZES:
+        raise ValueError(f"group_size must be one of {fmt.GROUP_SIZES}, got {group_size!r}")
+    rows, N = c.qweight.shape
+    K = rows * fmt.values_per_word(bits)
+    fmt.check_shape(bits, K, N)
+    if group_size != fmt.CHANNELWISE and K % group_size:
+        raise ValueError(f"group_size {group_size} does not divide in_features K = {K}")
+    groups = 1 if group_size == fmt.CHANNELWISE else K // group_size
+    dtype = _resolve_dtype(dtype, c.scales)
+    if c.scales.dim() != 2 or tuple(c.scales.shape) != (groups, N):
+        raise ValueError(
+            f"scales must be ({groups}, {N}) for K = {K}, N = {N}, group_size = {group_size}, "
+            f"got {tuple(c.scales.shape)}"
+        )
+    if not c.scales.dtype.is_floating_point:
+        raise TypeError(f"scales must be floating point, got {c.scales.dtype}")
+    scales = c.scales.to(dtype)
+    zeros = None
+    if c.zeros is not None:
+        z = c.zeros
+        if tuple(z.shape) != (groups, N):
+            raise ValueError(f"zero points must be ({groups}, {N}), got {tuple(z.shape)}")
+        if z.numel() and (int(z.min()) < 0 or int(z.max()) >= 1 << bits):
+            raise ValueError(f"int{bits} zero points must lie in [0, {(1 << bits) - 1}], "
+                             f"got [{int(z.min())}, {int(z.max())}]")
+        # (q - z) * s == (q - bias) * s + (bias - z) * s: one fused multiply-add in the kernels
+        zeros = ((fmt.bias(bits) - z.to(torch.float32)) * scales.to(torch.float32)).to(dtype)
+    perm = None
+    if c.g_idx is not None:
+        perm = _act_order_permutation(c.g_idx, K, group_size, groups)
+    scale_group = group_size
+    if group_size == fmt.CHANNELWISE:
+        scale_group = _replica_group(K)
+        scales = scales.expand(K // scale_group, N)
+        zeros = None if zeros is None else zeros.expand(K // scale_group, N)
+    return dict(source=c.qweight, scales=scales.contiguous(), zeros=None if zeros is None else zeros.contiguous(),
+                perm=perm, bits=bits, group_size=group_size, in_features=K, out_features=N, dtype=dtype)
+
+
+def prepack_codes(source: torch.Tensor, perm: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """K-packed codes (K * bits / 32, N) -> packed format v1, on their device.
+
+    CUDA tensors use the extension's prepack op when it is loaded; otherwise
+    (CPU, or no extension) the pure-torch reference packer. With ``perm``
+    (int32 (K)), packed row k takes source row perm[k].
+    """
+    if source.device.type == "cuda":
+        from . import ops
+        if ops.has_extension():
+            return ops.prepack(source, perm, bits)
+    codes = fmt.unpack_k(source, bits)
+    if perm is not None:
+        codes = codes[perm.to(torch.int64)]
+    return fmt.pack_reference(codes, bits)
+
+
 class QuantizedWeight:
     """A weight-only quantized linear weight in Swordfish's packed format v1.
 
@@ -109,46 +177,7 @@ class QuantizedWeight:
 
     @classmethod
     def _from_canonical(cls, c: checkpoints.Canonical, dtype) -> "QuantizedWeight":
-        bits, group_size = c.bits, c.group_size
-        fmt._check_bits(bits)
-        if group_size not in fmt.GROUP_SIZES:
-            raise ValueError(f"group_size must be one of {fmt.GROUP_SIZES}, got {group_size!r}")
-        rows, N = c.qweight.shape
-        K = rows * fmt.values_per_word(bits)
-        fmt.check_shape(bits, K, N)
-        if group_size != fmt.CHANNELWISE and K % group_size:
-            raise ValueError(f"group_size {group_size} does not divide in_features K = {K}")
-        groups = 1 if group_size == fmt.CHANNELWISE else K // group_size
-        dtype = _resolve_dtype(dtype, c.scales)
-        if c.scales.dim() != 2 or tuple(c.scales.shape) != (groups, N):
-            raise ValueError(
-                f"scales must be ({groups}, {N}) for K = {K}, N = {N}, group_size = {group_size}, "
-                f"got {tuple(c.scales.shape)}"
-            )
-        if not c.scales.dtype.is_floating_point:
-            raise TypeError(f"scales must be floating point, got {c.scales.dtype}")
-        scales = c.scales.to(dtype)
-        zeros = None
-        if c.zeros is not None:
-            z = c.zeros
-            if tuple(z.shape) != (groups, N):
-                raise ValueError(f"zero points must be ({groups}, {N}), got {tuple(z.shape)}")
-            if z.numel() and (int(z.min()) < 0 or int(z.max()) >= 1 << bits):
-                raise ValueError(f"int{bits} zero points must lie in [0, {(1 << bits) - 1}], "
-                                 f"got [{int(z.min())}, {int(z.max())}]")
-            # (q - z) * s == (q - bias) * s + (bias - z) * s: one fused multiply-add in the kernels
-            zeros = ((fmt.bias(bits) - z.to(torch.float32)) * scales.to(torch.float32)).to(dtype)
-        perm = None
-        if c.g_idx is not None:
-            perm = _act_order_permutation(c.g_idx, K, group_size, groups)
-        scale_group = group_size
-        if group_size == fmt.CHANNELWISE:
-            scale_group = _replica_group(K)
-            scales = scales.expand(K // scale_group, N)
-            zeros = None if zeros is None else zeros.expand(K // scale_group, N)
-        w = cls(source=c.qweight, packed=None, scales=scales.contiguous(),
-                zeros=None if zeros is None else zeros.contiguous(), perm=perm, bits=bits,
-                group_size=group_size, in_features=K, out_features=N, dtype=dtype)
+        w = cls(packed=None, **weight_parts(c, dtype))
         if w.device.type != "cpu":
             w._prepack()  # on the device the tensors already live on
         return w
@@ -171,17 +200,7 @@ class QuantizedWeight:
         return self._packed
 
     def _prepack(self) -> None:
-        source, perm, bits = self._source, self.perm, self.bits
-        if source.device.type == "cuda":
-            from . import ops
-            if ops.has_extension():
-                self._packed = ops.prepack(source, perm, bits)
-                self._source = None
-                return
-        codes = fmt.unpack_k(source, bits)
-        if perm is not None:
-            codes = codes[perm.to(torch.int64)]
-        self._packed = fmt.pack_reference(codes, bits)
+        self._packed = prepack_codes(self._source, self.perm, self.bits)
         self._source = None
 
     def to(self, device) -> "QuantizedWeight":
