@@ -21,8 +21,11 @@ the tolerance grows with K and the dtype's rounding unit, see check.py). A
 layer Swordfish cannot serve is listed with the reason vLLM would fall back
 (``vllm.selection.support_reason``, the plugin's can_implement predicate, or
 the format's own limits), and is not a failure. MoE experts are grouped per
-projection; they are served by ``sf.QuantizedExperts`` (fused MoE), which
-this command does not check yet.
+projection; a block with gate, up and down experts goes through
+``sf.QuantizedExperts`` (each projection's dequantization per expert against
+the oracle) and ``sf.fused_moe`` (w13 = [gate | up], random top-k routing,
+M tokens) against ``moe.reference_moe`` on a GPU, an fp64 oracle on CPU, with
+``moe.output_error``'s tolerance.
 
 Exit codes (cli.py): 0 no failure, 1 a layer failed, 2 not a supported
 checkpoint, 3 --require-gpu without a GPU.
@@ -122,6 +125,7 @@ def check_layer(ck, layer, ms, *, gpu: bool, device_index: int = 0, seed: int = 
 
 
 def moe_results(ck) -> list[LayerResult]:
+    """One unchecked line per expert group (MOE_NOTE, or the reason it cannot be served)."""
     out = []
     for g in ck.expert_groups:
         e = g.first
@@ -131,14 +135,138 @@ def moe_results(ck) -> list[LayerResult]:
     return out
 
 
+def _activation(config: dict) -> tuple[str | None, str | None]:
+    act = str(config.get("hidden_act", config.get("hidden_activation", "silu"))).lower()
+    if act in ("silu", "swish"):
+        return "silu", None
+    if act == "gelu":
+        return "gelu", None
+    return None, f"activation {act!r}: sf.fused_moe runs silu and gelu (erf)"
+
+
+def check_moe_block(ck, prefix: str, groups, ms, *, gpu: bool, device_index: int = 0, seed: int = 0,
+                    device=None) -> list[LayerResult]:
+    """The experts of one MoE block through sf.QuantizedExperts: each projection's dequantization against the
+    checkpoint's own tensors (per expert), then sf.fused_moe (w13 = [gate | up], w2 = down) at each token count M
+    with random top-k routing, against reference_moe on a GPU or an fp64 oracle on CPU (moe.output_error)."""
+    import torch
+
+    from . import check, moe, ops
+
+    dtype = scan.torch_dtype(ck.act_dtype)
+    u = check.unit_roundoff(dtype)
+    if device is None:
+        device = torch.device("cuda", device_index) if gpu else torch.device("cpu")
+    gate, up, down = groups
+    E, H, I = gate.num_experts, gate.first.K, gate.first.N  # noqa: E741
+    rows = [LayerResult(name=g.name, format=g.first.format, K=g.first.K, N=g.first.N, group=g.first.group_label,
+                        status="ok", experts=g.num_experts) for g in groups]
+    fused = LayerResult(name=f"{prefix}:fused_moe", format=gate.first.format, K=H, N=I,
+                        group=gate.first.group_label, status="ok", experts=E)
+    reason = next((g.reason for g in groups if g.reason), None)
+    if reason is None and not (up.num_experts == down.num_experts == E and up.first.K == H and down.first.K == I
+                               and down.first.N == H and up.first.N == I):
+        reason = f"gate / up / down of {prefix} do not form an MoE layer ({E}, {up.num_experts}, " \
+                 f"{down.num_experts} experts)"
+    if reason:
+        for r in rows + [fused]:
+            r.status, r.note = "n/a", reason
+        return rows + [fused]
+    truth: dict = {}  # (group index, expert) -> fp64 weight: CPU only (the oracle of the fused check)
+    w2 = None
+    for gi, (g, r) in enumerate(zip(groups, rows)):
+        try:
+            experts, reads = scan.load_experts(ck, [g], dtype, device=device if gpu else None)
+            deq = experts.dequantize()
+            for e, layer in enumerate(g.experts):
+                t = {role: v[e] for role, v in reads[0].items()}
+                w, zabs = scan.oracle_weight(layer, t, dtype)
+                r.errs[f"dequant e{e}"] = check.dequant_error(deq[e], w, zabs, u)
+                if not gpu:
+                    truth[(gi, e)] = w
+            r.err = max(r.errs.values())
+            if not r.err <= 1:
+                worst = max(r.errs, key=lambda k: r.errs[k])
+                r.status, r.note = "FAIL", f"{worst}: error {r.err:.3g}x the tolerance"
+            if gi == 2:
+                w2 = experts
+            del deq, reads
+        except Exception as e:  # noqa: BLE001
+            r.status, r.note = "FAIL", f"loader: {_first_line(e)}"
+    activation, why = _activation(ck.config)
+    if why or w2 is None:
+        fused.status, fused.note = ("n/a", why) if why else ("FAIL", "a projection failed to load")
+        return rows + [fused]
+    k = max(1, min(int(ck.config.get("num_experts_per_tok", 2) or 2), E))
+    try:
+        w13, _ = scan.load_experts(ck, [gate, up], dtype, device=device if gpu else None)
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        for T in ms:
+            x = torch.randn(T, H, generator=gen, device=device, dtype=torch.float32).to(dtype)
+            logits = torch.randn(T, E, generator=gen, device=device, dtype=torch.float32)
+            weights, ids = torch.topk(torch.softmax(logits, -1), k, dim=-1)
+            weights = weights / weights.sum(-1, keepdim=True)
+            ids = ids.to(torch.int32)
+            y = moe.fused_moe(x, w13, w2, weights, ids, activation=activation)
+            if gpu:
+                fused.paths[T] = ops.moe_path_name(ops.last_moe_path(device_index))
+                ref = moe.reference_moe(x, w13, w2, weights, ids, activation=activation, dtype=torch.float32)
+            else:
+                fused.paths[T] = "reference"
+                ref = _moe_oracle(x, weights, ids, truth, I, activation)
+            fused.errs[f"M={T}"] = moe.output_error(y, ref, H=H, I=I, top_k=k)
+    except Exception as e:  # noqa: BLE001
+        fused.status, fused.note = "FAIL", _first_line(e)
+        return rows + [fused]
+    finally:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    fused.err = max(fused.errs.values())
+    if not fused.err <= 1:
+        worst = max(fused.errs, key=lambda k: fused.errs[k])
+        fused.status = "FAIL"
+        fused.note = (f"{worst}: error {fused.err:.3g}x the tolerance" if math.isfinite(fused.err)
+                      else f"{worst}: NaN/Inf in the output")
+    return rows + [fused]
+
+
+def _moe_oracle(x, weights, ids, truth: dict, I: int, activation: str):  # noqa: E741
+    """fp64 MoE layer from the checkpoint's own dequantized experts (truth[(0|1|2, e)] = gate, up, down)."""
+    import torch
+    import torch.nn.functional as F
+
+    x64 = x.to(torch.float64)
+    act = F.silu if activation == "silu" else (lambda g: F.gelu(g, approximate="none"))
+    y = torch.zeros(x.shape[0], truth[(2, 0)].shape[0], dtype=torch.float64)
+    for t in range(x.shape[0]):
+        for j in range(ids.shape[1]):
+            e = int(ids[t, j])
+            a = act(x64[t] @ truth[(0, e)].t()) * (x64[t] @ truth[(1, e)].t())
+            y[t] += float(weights[t, j]) * (a @ truth[(2, e)].t())
+    return y
+
+
 def run(ck, ms, *, gpu: bool, device_index: int = 0, seed: int = 0, progress=None, device=None) -> list[LayerResult]:
-    """check_layer for every dense layer, then one line per MoE expert group."""
+    """check_layer for every dense layer, check_moe_block for every MoE block (gate, up and down experts), and
+    one unchecked line for expert groups outside such a block."""
     results = []
     for layer in ck.layers:
         results.append(check_layer(ck, layer, ms, gpu=gpu, device_index=device_index, seed=seed, device=device))
         if progress is not None:
             progress.step(layer.name)
-    return results + moe_results(ck)
+    blocks = scan.moe_blocks(ck)
+    in_block = {g.name for _, groups in blocks for g in groups}
+    for prefix, groups in blocks:
+        results += check_moe_block(ck, prefix, groups, ms, gpu=gpu, device_index=device_index, seed=seed,
+                                   device=device)
+        if progress is not None:
+            progress.step(f"{prefix} ({groups[0].num_experts} experts)")
+    return results + [r for r in moe_results(ck) if r.name not in in_block]
+
+
+def total_steps(ck) -> int:
+    return len(ck.layers) + len(scan.moe_blocks(ck))
 
 
 # ------------------------------------------------------------------ report
@@ -161,7 +289,10 @@ def header(ck, ms, gpu: bool, where: str) -> str:
 
 
 def format_table(results: list[LayerResult], ms, gpu: bool) -> str:
-    width = max([len(r.name) for r in results] + [5]) + 2
+    def shown(r):
+        return r.name + (f" (x{r.experts})" if r.experts else "")
+
+    width = max([len(shown(r)) for r in results] + [5]) + 2
     fw = max([len(r.format) for r in results] + [6]) + 2
     path_head = "path (M=" + "/".join(map(str, ms)) + ")" if gpu else "path"
     lines = [f"{'layer':<{width}}{'format':<{fw}}{'K x N':>13}{'group':>7}{'err/tol':>9}  {'status':<7} {path_head}"]
@@ -177,8 +308,7 @@ def format_table(results: list[LayerResult], ms, gpu: bool) -> str:
         status = r.status
         if r.note:
             status += f"[{notes.setdefault(r.note, len(notes) + 1)}]"
-        name = r.name + (f" (x{r.experts})" if r.experts else "")
-        lines.append(f"{name:<{width}}{r.format:<{fw}}{shape:>13}{r.group:>7}{err:>9}  {status:<7} {path}")
+        lines.append(f"{shown(r):<{width}}{r.format:<{fw}}{shape:>13}{r.group:>7}{err:>9}  {status:<7} {path}")
     if notes:
         lines.append("")
         for text, mark in notes.items():
@@ -188,8 +318,9 @@ def format_table(results: list[LayerResult], ms, gpu: bool) -> str:
 
 def verdict(results: list[LayerResult], ms, gpu: bool) -> str:
     c = summarize(results)
-    dense = [r for r in results if not r.experts]
-    served = [r for r in dense if r.status in ("ok", "FAIL")]
+    checked = [r for r in results if r.status in ("ok", "FAIL")]
+    n_dense = sum(1 for r in checked if not r.experts)
+    n_moe = len(checked) - n_dense
     at = f"at M = {', '.join(map(str, ms))}"
     where = (f"{at}, the GPU kernels (auto path) against the fp32 reference" if gpu else
              f"{at} on the CPU reference path only: NO GPU KERNEL WAS RUN")
@@ -200,15 +331,15 @@ def verdict(results: list[LayerResult], ms, gpu: bool) -> str:
     if c["moe"]:
         tail.append(f"{c['moe']} MoE expert group{'s' if c['moe'] != 1 else ''} not checked here")
     extra = ("; " + "; ".join(tail)) if tail else ""
+    what = f"{n_dense} servable layers" + (f" and {n_moe} MoE expert checks" if n_moe else "")
     if c["FAIL"]:
         bad = [r.name for r in results if r.status == "FAIL"]
         names = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-        return f"verdict: FAIL: {c['FAIL']} of {len(served)} layers failed ({names}); checked {where}{extra}"
-    if not served:
-        return f"verdict: NOTHING CHECKED: none of the {len(dense)} quantized dense layers can be served by " \
-               f"Swordfish{extra}"
-    return (f"verdict: PASS: all {len(served)} servable layers load through Swordfish's loaders and match within "
-            f"tolerance; checked {where}{extra}")
+        return f"verdict: FAIL: {c['FAIL']} of {len(checked)} failed ({names}); checked {where}{extra}"
+    if not checked:
+        return f"verdict: NOTHING CHECKED: none of the quantized layers can be served by Swordfish{extra}"
+    return (f"verdict: PASS: all {what} load through Swordfish's loaders and match within tolerance; "
+            f"checked {where}{extra}")
 
 
 def _finite(v):
@@ -256,7 +387,7 @@ def command(args) -> int:
         where = f"{why}: CPU reference path only, NO GPU KERNELS WERE RUN"
     cli._say(header(ck, ms, ok, where))
     cli._say("")
-    progress = bench.Progress(len(ck.layers), enabled=not args.quiet)
+    progress = bench.Progress(total_steps(ck), enabled=not args.quiet)
     try:
         results = run(ck, ms, gpu=ok, device_index=args.device, seed=args.seed, progress=progress)
     finally:

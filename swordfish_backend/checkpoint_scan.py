@@ -602,3 +602,74 @@ def _rows_to_groups(K: int, group: int, device):
     if group == -1:
         return torch.zeros(K, dtype=torch.int64, device=device)
     return torch.arange(K, device=device) // group
+
+
+# ------------------------------------------------------------------ MoE experts
+
+# Which projection of an expert is which, by name: (gate, up, down). Mixtral: w1 gate, w3 up, w2 down.
+EXPERT_ROLES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))
+# The dimension along N of each stored tensor (for fusing gate and up into w13 = [gate | up]).
+N_DIM = {"gptq": {"qweight": 1, "qzeros": 1, "scales": 1},
+         "awq": {"qweight": 1, "qzeros": 1, "scales": 1},
+         "compressed-tensors": {"weight_packed": 0, "weight_scale": 0, "weight_zero_point": 0}}
+
+
+def moe_blocks(ck) -> list[tuple[str, tuple]]:
+    """[(prefix, (gate, up, down) ExpertGroups)] for every MoE block whose experts have all three projections."""
+    by_prefix: dict = {}
+    for g in ck.expert_groups:
+        by_prefix.setdefault(g.prefix, {})[g.proj] = g
+    out = []
+    for prefix, groups in by_prefix.items():
+        for names in EXPERT_ROLES:
+            if all(n in groups for n in names):
+                out.append((prefix, tuple(groups[n] for n in names)))
+                break
+    return out
+
+
+def load_experts(ck, groups, dtype, device=None):
+    """sf.QuantizedExperts of one projection, or of several fused along N (gate and up -> w13), through
+    QuantizedExperts.from_* on the experts' checkpoint tensors stacked along E (what a MoE loader does).
+
+    Returns (experts, {role: [E per-expert tensors as read]} of each group, in order)."""
+    import torch
+
+    from .moe import QuantizedExperts
+
+    first = groups[0].first
+    reads = []
+    for g in groups:
+        per_role: dict = {}
+        for layer in g.experts:
+            for role, tname in layer.tensors.items():
+                t = ck.read(tname)
+                per_role.setdefault(role, []).append(t if device is None else t.to(device))
+        reads.append(per_role)
+    ndim = N_DIM[first.method]
+    stacked = {}
+    for role in reads[0]:
+        if role in ("bias", "weight_shape"):
+            continue
+        per_expert = [r[role] for r in reads]
+        if role in ndim:
+            stacked[role] = torch.stack([torch.cat(parts, dim=ndim[role]) for parts in zip(*per_expert)])
+        else:  # g_idx: one per expert, the same for every fused projection
+            for other in per_expert[1:]:
+                if any(not torch.equal(a, b) for a, b in zip(per_expert[0], other)):
+                    raise ValueError(f"{groups[0].name} and {groups[1].name} have different {role}: they cannot be "
+                                     "fused into one w13")
+            stacked[role] = torch.stack(per_expert[0])
+    N = sum(g.first.N for g in groups)
+    if first.method == "gptq":
+        w = QuantizedExperts.from_gptq(stacked["qweight"], stacked["scales"], stacked.get("g_idx"), bits=first.bits,
+                                       group_size=first.group, dtype=dtype)
+    elif first.method == "awq":
+        w = QuantizedExperts.from_awq(stacked["qweight"], stacked["qzeros"], stacked["scales"],
+                                      group_size=first.group, dtype=dtype)
+    else:
+        w = QuantizedExperts.from_compressed_tensors(
+            stacked["weight_packed"], stacked["weight_scale"], weight_shape=(N, first.K), num_bits=first.bits,
+            group_size=first.group, weight_zero_point=stacked.get("weight_zero_point"),
+            weight_g_idx=stacked.get("weight_g_idx"), dtype=dtype)
+    return w, reads

@@ -143,17 +143,72 @@ def test_check_passes_on_cpu_and_says_no_kernel_ran(tmp_path, capsys, no_gpu, ca
     assert "verdict: PASS: all 7 servable layers" in out and "NO GPU KERNEL WAS RUN" in out
 
 
-def test_check_lists_unservable_layers_and_moe_experts(tmp_path, capsys, no_gpu):
+def test_check_lists_unservable_layers_and_checks_moe_experts(tmp_path, capsys, no_gpu):
     root = cw.tiny_model(tmp_path / "mix", "awq", experts=2, odd_layer=True, shards=2, group=64)
     code, out, _ = run_cli(capsys, "check", "--checkpoint", str(root), "--quiet", "--m", "1")
     assert code == cli.EXIT_OK, out
     rows = table_rows(out)
     assert rows["model.extra_proj"][4].startswith("n/a[")
-    assert rows["model.layers.0.mlp.experts.*.gate_proj"][4].startswith("moe[")
+    assert "out_features N must be a positive multiple of 64" in out and "1 not served by Swordfish" in out
+    for proj in ("gate_proj", "up_proj", "down_proj"):
+        assert rows[f"model.layers.0.mlp.experts.*.{proj}"][4] == "ok"
     assert "model.layers.0.mlp.experts.*.gate_proj (x2)" in out
-    assert check_checkpoint.MOE_NOTE in out and "out_features N must be a positive multiple of 64" in out
-    assert "1 not served by Swordfish" in out and "3 MoE expert groups not checked here" in out
-    assert "verdict: PASS: all 11 servable layers" in out
+    fmt, shape, _, err, status = rows["model.layers.0.mlp.experts:fused_moe"]
+    assert shape == f"{cw.HIDDEN} x {cw.INTER}" and status == "ok" and float(err) <= 1
+    assert "verdict: PASS: all 11 servable layers and 4 MoE expert checks" in out
+
+
+def test_expert_groups_outside_a_block_are_listed(tmp_path, capsys, no_gpu):
+    gen = torch.Generator().manual_seed(0)
+    tensors = {}
+    for e in range(2):  # gate and up experts, no down: not an MoE layer this command can run
+        for proj in ("gate_proj", "up_proj"):
+            tensors.update(cw.gptq_tensors(f"model.layers.0.mlp.experts.{e}.{proj}", torch.randn(256, 128, generator=gen)))
+    tensors.update(cw.gptq_tensors("model.layers.0.self_attn.o_proj", torch.randn(128, 128, generator=gen)))
+    root = cw.write(tmp_path / "half", {"torch_dtype": "bfloat16", "quantization_config": cw.gptq_config()}, tensors)
+    code, out, _ = run_cli(capsys, "check", "--checkpoint", str(root), "--quiet", "--m", "1")
+    assert code == cli.EXIT_OK
+    assert table_rows(out)["model.layers.0.mlp.experts.*.up_proj"][4].startswith("moe[")
+    assert check_checkpoint.MOE_NOTE in out and "2 MoE expert groups not checked here" in out
+
+
+def test_moe_block_logic_with_a_faked_kernel(tmp_path, monkeypatch):
+    """check_moe_block(gpu=True) on CPU with the MoE op faked: Mixtral names (w1 / w3 / w2), the path, a wrong
+    result caught at one token count, and a layout misread by the experts' loader."""
+    from swordfish_backend import checkpoints, moe, ops
+
+    gen = torch.Generator().manual_seed(0)
+    tensors = {}
+    for e in range(4):
+        for proj, (K, N) in {"w1": (128, 256), "w2": (256, 128), "w3": (128, 256)}.items():
+            tensors.update(cw.ct_tensors(f"model.layers.0.block_sparse_moe.experts.{e}.{proj}",
+                                         torch.randn(N, K, generator=gen) * 0.05, group=64, sym=False))
+    root = cw.write(tmp_path / "mx", {"torch_dtype": "bfloat16", "num_experts_per_tok": 2, "hidden_act": "silu",
+                                      "quantization_config": cw.ct_config(group=64, sym=False)}, tensors)
+    ck = checkpoint_scan.scan(root)
+    real = moe.fused_moe
+
+    def fake_fused(x, w13, w2, weights, ids, **kw):
+        assert (w13.num_experts, w13.in_features, w13.out_features, w2.in_features) == (4, 128, 512, 256)
+        y = real(x, w13, w2, weights, ids, **kw)
+        if x.shape[0] == 16:
+            y = y.clone()
+            y[2, 3] += 1.0
+        return y
+
+    monkeypatch.setattr(moe, "fused_moe", fake_fused)
+    monkeypatch.setattr(ops, "last_moe_path", lambda device: 1)
+    monkeypatch.setattr(ops, "moe_path_name", lambda code: "fused")
+    results = check_checkpoint.run(ck, [1, 16], gpu=True, device=torch.device("cpu"))
+    by = {r.name: r for r in results}
+    fused = by["model.layers.0.block_sparse_moe.experts:fused_moe"]
+    assert fused.paths == {1: "fused", 16: "fused"} and fused.errs["M=1"] <= 1
+    assert fused.status == "FAIL" and fused.note.startswith("M=16: error")
+    assert by["model.layers.0.block_sparse_moe.experts.*.w2"].status == "ok"
+    monkeypatch.setattr(checkpoints, "_unpack_rows", lambda words, bits, order=None: torch.zeros(
+        words.shape[0], words.shape[1] * 32 // bits, dtype=torch.int64))  # zero points read as 0
+    results = check_checkpoint.run(ck, [1], gpu=False)
+    assert all(r.status == "FAIL" and "dequant e" in r.note for r in results if ":" not in r.name)
 
 
 def test_check_json(tmp_path, capsys, no_gpu):
