@@ -335,7 +335,7 @@ def verdict(results: list[LayerResult], ms, gpu: bool) -> str:
     if c["FAIL"]:
         bad = [r.name for r in results if r.status == "FAIL"]
         names = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-        return f"verdict: FAIL: {c['FAIL']} of {len(checked)} failed ({names}); checked {where}{extra}"
+        return f"verdict: FAIL: {c['FAIL']} of {len(checked)} checks failed ({names}); checked {where}{extra}"
     if not checked:
         return f"verdict: NOTHING CHECKED: none of the quantized layers can be served by Swordfish{extra}"
     return (f"verdict: PASS: all {what} load through Swordfish's loaders and match within tolerance; "

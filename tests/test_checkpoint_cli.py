@@ -230,7 +230,7 @@ def test_check_catches_a_loader_that_misreads_the_layout(tmp_path, capsys, no_gp
     monkeypatch.setattr(checkpoints, "AWQ_ORDER", tuple(range(8)))
     code, out, _ = run_cli(capsys, "check", "--checkpoint", str(root), "--quiet", "--m", "1")
     assert code == cli.EXIT_FAILED
-    assert "verdict: FAIL: 7 of 7 layers failed" in out and "dequant: error" in out
+    assert "verdict: FAIL: 7 of 7 checks failed" in out and "dequant: error" in out
 
 
 def test_check_reports_a_layer_the_loader_rejects(tmp_path, capsys, no_gpu):
@@ -244,7 +244,7 @@ def test_check_reports_a_layer_the_loader_rejects(tmp_path, capsys, no_gpu):
     assert code == cli.EXIT_FAILED
     assert table_rows(out)["model.layers.0.mlp.up_proj"][4].startswith("FAIL[")
     assert "loader: ValueError: g_idx is not a valid grouping" in out
-    assert "verdict: FAIL: 1 of 7 layers failed (model.layers.0.mlp.up_proj)" in out
+    assert "verdict: FAIL: 1 of 7 checks failed (model.layers.0.mlp.up_proj)" in out
 
 
 def test_check_require_gpu_exits_3(tmp_path, capsys, no_gpu):
