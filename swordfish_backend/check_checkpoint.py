@@ -367,6 +367,11 @@ def command(args) -> int:
     """`swordfish check --checkpoint DIR` (called by cli.cmd_check)."""
     from . import bench, cli, presets
 
+    for flag, given in (("--formats", args.formats), ("--bits", args.bits), ("--group", args.group),
+                        ("--shapes", args.shapes), ("--paths", args.paths), ("--quick", args.quick)):
+        if given:
+            raise cli.UsageError(f"{flag} cannot be combined with --checkpoint (the checkpoint gives the layers and "
+                                 "their format; check runs the dispatcher's auto path)")
     try:
         ck = scan.scan(args.checkpoint)
     except scan.CheckpointError as e:

@@ -454,11 +454,13 @@ def test_bench_without_gpu_prints_the_shapes_and_exits_3(tmp_path, capsys, no_gp
     assert re.search(r"^\s+2\s+128\s+512\s+int4 g128\s+model\.layers\.\*\.mlp\.gate_proj\+up_proj$", out, re.M)
 
 
-@pytest.mark.parametrize("argv", [["--shapes", "128,128"], ["--zero-points"], ["--act-order"], ["--from-json", "x"]])
-def test_bench_checkpoint_conflicting_flags(tmp_path, capsys, argv):
+@pytest.mark.parametrize("argv", [["bench", "--shapes", "128,128"], ["bench", "--zero-points"], ["bench", "--act-order"],
+                                  ["bench", "--from-json", "x"], ["bench", "--moe"], ["check", "--shapes", "128,128"],
+                                  ["check", "--formats", "gptq"], ["check", "--bits", "4"], ["check", "--quick"]])
+def test_checkpoint_conflicting_flags(tmp_path, capsys, argv):
     root = cw.tiny_model(tmp_path / "c", "gptq", layers=1)
-    code, _, err = run_cli(capsys, "bench", "--checkpoint", str(root), *argv)
-    assert code == 2 and "cannot be combined with --checkpoint" in err
+    code, _, err = run_cli(capsys, *argv, "--checkpoint", str(root))
+    assert code == 2 and ("cannot be combined with --checkpoint" in err or "give one of them" in err)
 
 
 def test_bench_checkpoint_end_to_end_with_a_faked_run(tmp_path, capsys, monkeypatch):
