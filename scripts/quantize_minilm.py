@@ -14,7 +14,7 @@ pack-quantized):
                                default: calibrates in activation order, groups stay contiguous, no g_idx saved)
     gptq-w4a16-g128-noact      the same with actorder=None
                                (compressed-tensors 0.19 removed actorder "group", the g_idx layout: GPTQModel makes it)
-    gptq-w8a16                 GPTQModifier scheme W8A16 (int8 symmetric, channelwise)
+    gptq-w8a16                 GPTQModifier scheme W8A16 (int8 symmetric, group 128 in llm-compressor 0.14)
     rtn-w4a16-asym             QuantizationModifier (round to nearest) W4A16_ASYM: int4 with zero points
 
 Calibration: the CALIBRATION sentences below (small on purpose: two shared CPU cores).
