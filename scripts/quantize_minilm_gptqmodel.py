@@ -14,7 +14,7 @@ default dtype):
                                 checkpoint_format "gptq" (qzeros = zero - 1) as GPTQModel saves it; g_idx permuted
     gptqmodel-w8-g128           GPTQ int8 sym group 128, desc_act=False, the same packer
     gptqmodel-awq-w4-g128       GPTQ int4 asymmetric group 128 (scales and zero points from GPTQModel's GPTQ),
-                                packed by GPTQModel's AWQ GEMM packer (AwqGEMMLinear.pack): the AWQ GEMM layout
+                                packed by GPTQModel's AWQ packer for FORMAT.GEMM on CPU (AwqTorchLinear.pack)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def quantize(model, tok, sentences, v: dict) -> dict:
     """{module name: its packed tensors} for every nn.Linear of `model`."""
     import torch
     from gptqmodel import QuantizeConfig
-    from gptqmodel.nn_modules.qlinear.gemm_awq import AwqGEMMLinear
+    from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
     from gptqmodel.nn_modules.qlinear.torch import TorchLinear
     from gptqmodel.quantization.gptq import GPTQ
     from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
@@ -73,7 +73,7 @@ def quantize(model, tok, sentences, v: dict) -> dict:
             convert_gptq_v2_to_v1_format_module(q, qcfg)  # GPTQModel saves checkpoint_format "gptq" (v1)
             roles = ("qweight", "qzeros", "scales", "g_idx", "bias")
         else:
-            q = AwqGEMMLinear(**kw)
+            q = AwqTorchLinear(**kw)  # the GEMM format (AwqGEMMLinear, the same layout, needs CUDA)
             q.pack(lin, scales, zeros)
             roles = ("qweight", "qzeros", "scales", "bias")
         out[name] = {r: getattr(q, r).detach().clone() for r in roles if getattr(q, r, None) is not None}
