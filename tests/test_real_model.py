@@ -79,10 +79,22 @@ def _pack_cases():
     return [] if pack is None else rm.pack_checkpoints(pack)
 
 
+needs_pack = pytest.mark.skipif(rm.pack_dir() is None, reason=f"no checkpoint pack ({rm.PACK_ENV} unset)")
+
+
+@needs_transformers
+@needs_pack
+@pytest.mark.parametrize("ckpt", _pack_cases(), ids=lambda p: p.name)
+def test_quantizer_checkpoints_on_the_cpu_reference_path(ckpt):
+    ids, mask, original, extra = rm.pack_inputs(rm.pack_dir())
+    _assert_close(rm.compare(ckpt, ids, mask, device="cpu", original=original, extra=extra), exact=True,
+                  quality=0.8)
+
+
 @pytest.mark.gpu
 @needs_gpu
 @needs_transformers
-@pytest.mark.skipif(rm.pack_dir() is None, reason=f"no checkpoint pack ({rm.PACK_ENV} unset)")
+@needs_pack
 @pytest.mark.parametrize("ckpt", _pack_cases(), ids=lambda p: p.name)
 def test_quantizer_checkpoints_through_the_kernels(ckpt):
     ids, mask, original, extra = rm.pack_inputs(rm.pack_dir())
