@@ -194,6 +194,8 @@ def check_moe_block(ck, prefix: str, groups, ms, *, gpu: bool, device_index: int
         except Exception as e:  # noqa: BLE001
             r.status, r.note = "FAIL", f"loader: {_first_line(e)}"
     activation, why = _activation(ck.config)
+    if gpu and device.type == "cuda" and not why and not ops.has_moe():
+        why = f"the MoE ops are not in this build: {ops.moe_error()}"
     if why or w2 is None:
         fused.status, fused.note = ("n/a", why) if why else ("FAIL", "a projection failed to load")
         return rows + [fused]
