@@ -1,7 +1,7 @@
 """The real-model check on the GPU: every checkpoint of a pack through `swordfish check --checkpoint` and through
 transformers with Swordfish in every quantized linear layer.
 
-    SWORDFISH_CKPT_PACK=.ckpt-pack python scripts/real_model_check.py .ckpt-pack [--out $OUT/real_model.md]
+    python scripts/real_model_check.py .ckpt-pack-1 [--out $OUT/real_model.md]
 
 The pack comes from scripts/make_real_model_pack.py. Per checkpoint, one table row:
   check      layers passed / checked by check_checkpoint (the kernels' auto path at M = 1, 16, 256, 2048 against
