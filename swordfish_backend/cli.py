@@ -133,6 +133,11 @@ def _no_gpu(why: str) -> int:
 def cmd_bench(args) -> int:
     from . import bench, presets
 
+    if args.checkpoint:
+        if args.moe:
+            raise UsageError("--moe and --checkpoint time different things: give one of them")
+        from . import bench_checkpoint
+        return bench_checkpoint.command(args)
     if args.moe:
         return cmd_bench_moe(args)
     if args.list_presets:
@@ -262,6 +267,9 @@ def cmd_bench_moe(args) -> int:
 def cmd_check(args) -> int:
     from . import bench, check, presets
 
+    if args.checkpoint:
+        from . import check_checkpoint
+        return check_checkpoint.command(args)
     kinds = _csv(args.formats, check.KINDS, "--formats") if args.formats else None
     bits = [int(b) for b in _csv(args.bits, ("4", "8"), "--bits")] if args.bits else None
     groups = [int(g) for g in _csv(args.group, ("32", "64", "128", "-1"), "--group")] if args.group else None
@@ -673,6 +681,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--from-json", metavar="PATH", help="no timing: print the table and redraw the PNG of a saved "
                                                        "result (works without a GPU)")
     b.add_argument("--list-presets", action="store_true", help="print the presets' layer shapes and exit")
+    b.add_argument("--checkpoint", metavar="DIR", help="time the distinct layer shapes of a local GPTQ / AWQ / "
+                                                       "compressed-tensors checkpoint and the whole-model GEMM time "
+                                                       "per token (docs/CHECKPOINTS.md)")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress indicator")
     b.set_defaults(func=cmd_bench, given=frozenset())
 
@@ -698,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", type=_nonneg, default=0, help="CUDA device index (default 0)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--json", metavar="PATH", help="also write every case as JSON")
+    c.add_argument("--checkpoint", metavar="DIR", help="check every quantized layer of a local GPTQ / AWQ / "
+                                                       "compressed-tensors checkpoint (default M 1,16,256,2048; "
+                                                       "docs/CHECKPOINTS.md)")
     c.add_argument("--quiet", "-q", action="store_true", help="no progress indicator")
     c.set_defaults(func=cmd_check)
 
