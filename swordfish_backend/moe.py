@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from . import checkpoints
 from . import format as fmt
-from .weight import _ACTIVATION_DTYPES, QuantizedWeight, prepack_codes, weight_parts
+from .weight import _ACTIVATION_DTYPES, QuantizedWeight, _PackedTensors, prepack_codes, weight_parts
 
 # One prepack launch covers at most this many codes (E * K * N), so that no launch's flat index nears 2**31.
 PREPACK_CHUNK_VALUES = 1 << 30
@@ -33,7 +33,7 @@ ACTIVATIONS = ("silu", "gelu")
 ID_DTYPES = (torch.int32, torch.int64)
 
 
-class QuantizedExperts:
+class QuantizedExperts(_PackedTensors):
     """E expert weights of one shape and format, stacked, in Swordfish's packed format v1.
 
     Build one with ``from_gptq``, ``from_awq``, ``from_compressed_tensors``
@@ -50,19 +50,11 @@ class QuantizedExperts:
     when any expert is act-order; the others then hold the identity).
     """
 
-    def __init__(self, *, source: torch.Tensor | None, packed: torch.Tensor | None, scales: torch.Tensor,
-                 zeros: torch.Tensor | None, perm: torch.Tensor | None, bits: int, group_size: int,
-                 in_features: int, out_features: int, dtype: torch.dtype):
-        self._source = source  # [E, K * bits / 32, N] K-packed codes awaiting prepack
-        self._packed = packed
-        self.scales = scales
-        self.zeros = zeros
-        self.perm = perm
-        self.bits = bits
-        self.group_size = group_size
-        self.in_features = in_features
-        self.out_features = out_features
-        self.dtype = dtype
+    _SCALE_ROW_AXIS = 1  # scales are [E, K / scale_group, N]
+
+    @staticmethod
+    def _prepack_codes(source: torch.Tensor, perm: torch.Tensor | None, bits: int) -> torch.Tensor:
+        return prepack_experts(source, perm, bits)  # [E, K * bits / 32, N]: one pass over all experts
 
     # ---------------------------------------------------------------- builders
 
@@ -137,10 +129,8 @@ class QuantizedExperts:
             if (p["zeros"] is None) != (first["zeros"] is None):
                 raise ValueError(f"QuantizedExperts.{builder}: expert {e} and expert 0 disagree on zero points")
         shape = QuantizedWeight(packed=None, **first)
-        experts = cls._assemble([dict(p, packed=None) for p in parts], shape)
-        if experts.device.type != "cpu":
-            experts._prepack()  # on the device the tensors already live on: one pass over all experts
-        return experts
+        # on the device the tensors already live on: one pass over all experts
+        return cls._assemble([dict(p, packed=None) for p in parts], shape)._prepack_off_cpu()
 
     @classmethod
     def _assemble(cls, parts: list, like) -> "QuantizedExperts":
@@ -159,47 +149,6 @@ class QuantizedExperts:
     @property
     def num_experts(self) -> int:
         return self.scales.shape[0]
-
-    @property
-    def device(self) -> torch.device:
-        return self.scales.device
-
-    @property
-    def scale_group(self) -> int:
-        return self.in_features // self.scales.shape[1]
-
-    @property
-    def packed(self) -> torch.Tensor:
-        """The [E, N/64, K/block_k, 512] format-v1 tensor, packed on first use on the experts' device."""
-        if self._packed is None:
-            self._prepack()
-        return self._packed
-
-    def _prepack(self) -> None:
-        self._packed = prepack_experts(self._source, self.perm, self.bits)
-        self._source = None
-
-    def to(self, device) -> "QuantizedExperts":
-        """A copy on `device`; experts not yet packed are prepacked there (one pass over all experts)."""
-        device = torch.device(device)
-        if device == self.device:
-            return self
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        w = QuantizedExperts(source=move(self._source), packed=move(self._packed), scales=move(self.scales),
-                             zeros=move(self.zeros), perm=move(self.perm), bits=self.bits,
-                             group_size=self.group_size, in_features=self.in_features,
-                             out_features=self.out_features, dtype=self.dtype)
-        if w._packed is None and device.type != "cpu":
-            w._prepack()
-        return w
-
-    def cuda(self, device: int | None = None) -> "QuantizedExperts":
-        return self.to(torch.device("cuda") if device is None else torch.device("cuda", device))
-
-    def kernel_args(self) -> tuple:
-        """(packed, scales, zeros, perm, bits, group, channelwise): one weight's op arguments in schema order."""
-        return (self.packed, self.scales, self.zeros, self.perm, self.bits, self.scale_group,
-                self.group_size == fmt.CHANNELWISE)
 
     # ------------------------------------------------------------- experts
 
@@ -237,12 +186,8 @@ class QuantizedExperts:
         """[E, out_features, in_features] in ``self.dtype``: each expert like nn.Linear.weight."""
         return torch.stack([self._expert(e).dequantize() for e in range(self.num_experts)])
 
-    def __repr__(self) -> str:
-        order = ", act_order" if self.perm is not None else ""
-        zp = ", zero_points" if self.zeros is not None else ""
-        return (f"QuantizedExperts(num_experts={self.num_experts}, in_features={self.in_features}, "
-                f"out_features={self.out_features}, bits={self.bits}, group_size={self.group_size}, "
-                f"dtype={self.dtype}, device={self.device}{zp}{order})")
+    def _repr_head(self) -> str:
+        return f"num_experts={self.num_experts}, "
 
 
 def experts_from_op_args(packed: torch.Tensor, scales: torch.Tensor, zeros, perm, bits: int, group: int,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from . import checkpoints
 from . import format as fmt
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _ACTIVATION_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -123,7 +128,87 @@ def prepack_codes(source: torch.Tensor, perm: torch.Tensor | None, bits: int) ->
     return fmt.pack_reference(codes, bits)
 
 
-class QuantizedWeight:
+class _PackedTensors:
+    """What QuantizedWeight and QuantizedExperts share: the tensors the kernels read, packed lazily.
+
+    A subclass sets the two things that differ: ``_prepack_codes`` (K-packed
+    codes, perm, bits -> packed format v1) and ``_SCALE_ROW_AXIS`` (the axis
+    of ``scales`` that holds the K / scale_group rows).
+    """
+
+    _SCALE_ROW_AXIS = 0
+    _prepack_codes = staticmethod(prepack_codes)
+
+    def __init__(self, *, source: torch.Tensor | None, packed: torch.Tensor | None, scales: torch.Tensor,
+                 zeros: torch.Tensor | None, perm: torch.Tensor | None, bits: int, group_size: int,
+                 in_features: int, out_features: int, dtype: torch.dtype):
+        self._source = source  # K-packed codes awaiting prepack on the first device that needs them
+        self._packed = packed
+        self.scales = scales
+        self.zeros = zeros
+        self.perm = perm
+        self.bits = bits
+        self.group_size = group_size
+        self.in_features = in_features
+        self.out_features = out_features
+        self.dtype = dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.scales.device
+
+    @property
+    def scale_group(self) -> int:
+        return self.in_features // self.scales.shape[self._SCALE_ROW_AXIS]
+
+    @property
+    def packed(self) -> torch.Tensor:
+        """The format-v1 tensor, packed on first use on the tensors' device."""
+        if self._packed is None:
+            self._prepack()
+        return self._packed
+
+    def _prepack(self) -> None:
+        self._packed = self._prepack_codes(self._source, self.perm, self.bits)
+        self._source = None
+
+    def _prepack_off_cpu(self) -> Self:
+        """Prepack now unless already packed or on the CPU (there packing waits for first use); returns self."""
+        if self._packed is None and self.device.type != "cpu":
+            self._prepack()
+        return self
+
+    def to(self, device) -> Self:
+        """A copy on `device`; tensors not yet packed are prepacked there (in one pass)."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return type(self)(source=move(self._source), packed=move(self._packed), scales=move(self.scales),
+                          zeros=move(self.zeros), perm=move(self.perm), bits=self.bits,
+                          group_size=self.group_size, in_features=self.in_features,
+                          out_features=self.out_features, dtype=self.dtype)._prepack_off_cpu()
+
+    def cuda(self, device: int | None = None) -> Self:
+        return self.to(torch.device("cuda") if device is None else torch.device("cuda", device))
+
+    def kernel_args(self) -> tuple:
+        """(packed, scales, zeros, perm, bits, group, channelwise): one weight's op arguments in schema order."""
+        return (self.packed, self.scales, self.zeros, self.perm, self.bits, self.scale_group,
+                self.group_size == fmt.CHANNELWISE)
+
+    def _repr_head(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        order = ", act_order" if self.perm is not None else ""
+        zp = ", zero_points" if self.zeros is not None else ""
+        return (f"{type(self).__name__}({self._repr_head()}in_features={self.in_features}, "
+                f"out_features={self.out_features}, bits={self.bits}, group_size={self.group_size}, "
+                f"dtype={self.dtype}, device={self.device}{zp}{order})")
+
+
+class QuantizedWeight(_PackedTensors):
     """A weight-only quantized linear weight in Swordfish's packed format v1.
 
     Build one with ``from_gptq``, ``from_awq`` or ``from_compressed_tensors``.
@@ -139,20 +224,6 @@ class QuantizedWeight:
     row k is input feature ``perm[k]``) and ``scale_group`` (rows per stored
     scale row; channelwise scales are replicated to it).
     """
-
-    def __init__(self, *, source: torch.Tensor | None, packed: torch.Tensor | None, scales: torch.Tensor,
-                 zeros: torch.Tensor | None, perm: torch.Tensor | None, bits: int, group_size: int,
-                 in_features: int, out_features: int, dtype: torch.dtype):
-        self._source = source  # K-packed codes awaiting prepack on the first device that needs them
-        self._packed = packed
-        self.scales = scales
-        self.zeros = zeros
-        self.perm = perm
-        self.bits = bits
-        self.group_size = group_size
-        self.in_features = in_features
-        self.out_features = out_features
-        self.dtype = dtype
 
     # ---------------------------------------------------------------- builders
 
@@ -176,53 +247,7 @@ class QuantizedWeight:
 
     @classmethod
     def _from_canonical(cls, c: checkpoints.Canonical, dtype) -> "QuantizedWeight":
-        w = cls(packed=None, **weight_parts(c, dtype))
-        if w.device.type != "cpu":
-            w._prepack()  # on the device the tensors already live on
-        return w
-
-    # ------------------------------------------------------------ properties
-
-    @property
-    def device(self) -> torch.device:
-        return self.scales.device
-
-    @property
-    def scale_group(self) -> int:
-        return self.in_features // self.scales.shape[0]
-
-    @property
-    def packed(self) -> torch.Tensor:
-        """The format-v1 tensor, packed on first use on the weight's device."""
-        if self._packed is None:
-            self._prepack()
-        return self._packed
-
-    def _prepack(self) -> None:
-        self._packed = prepack_codes(self._source, self.perm, self.bits)
-        self._source = None
-
-    def to(self, device) -> "QuantizedWeight":
-        """A copy on `device`; weights not yet packed are prepacked there."""
-        device = torch.device(device)
-        if device == self.device:
-            return self
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        w = QuantizedWeight(source=move(self._source), packed=move(self._packed), scales=move(self.scales),
-                            zeros=move(self.zeros), perm=move(self.perm), bits=self.bits,
-                            group_size=self.group_size, in_features=self.in_features,
-                            out_features=self.out_features, dtype=self.dtype)
-        if w._packed is None and device.type != "cpu":
-            w._prepack()
-        return w
-
-    def cuda(self, device: int | None = None) -> "QuantizedWeight":
-        return self.to(torch.device("cuda") if device is None else torch.device("cuda", device))
-
-    def kernel_args(self) -> tuple:
-        """(packed, scales, zeros, perm, bits, group, channelwise): the op arguments in schema order."""
-        return (self.packed, self.scales, self.zeros, self.perm, self.bits, self.scale_group,
-                self.group_size == fmt.CHANNELWISE)
+        return cls(packed=None, **weight_parts(c, dtype))._prepack_off_cpu()  # on the device they live on
 
     # ------------------------------------------------------------- numerics
 
@@ -238,12 +263,6 @@ class QuantizedWeight:
                 return ops.dequantize(*self.kernel_args(), self.in_features)
         from . import reference
         return reference.dequantize(self).to(self.dtype)
-
-    def __repr__(self) -> str:
-        order = ", act_order" if self.perm is not None else ""
-        zp = ", zero_points" if self.zeros is not None else ""
-        return (f"QuantizedWeight(in_features={self.in_features}, out_features={self.out_features}, "
-                f"bits={self.bits}, group_size={self.group_size}, dtype={self.dtype}, device={self.device}{zp}{order})")
 
 
 def matmul(x: torch.Tensor, w: QuantizedWeight, bias: torch.Tensor | None = None, *, path: str = "auto",
