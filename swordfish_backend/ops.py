@@ -124,16 +124,20 @@ def check_path_names(names: str) -> None:
         )
 
 
+def _loaded(load, state: dict) -> tuple[bool, Optional[str]]:
+    """(loaded, why not: None when loaded) of one set of ops, after `load` (which tries once)."""
+    load()
+    return bool(state["loaded"]), None if state["loaded"] else state["error"]
+
+
 def has_extension() -> bool:
     """True when ``_C.so`` is loaded and its format and path names match this package's."""
-    _load()
-    return bool(_state["loaded"])
+    return _loaded(_load, _state)[0]
 
 
 def extension_error() -> Optional[str]:
     """Why the extension is unavailable (None when it is loaded)."""
-    _load()
-    return None if _state["loaded"] else _state["error"]
+    return _loaded(_load, _state)[1]
 
 
 def build_info() -> dict:
@@ -149,9 +153,12 @@ def build_info() -> dict:
         return {}
 
 
-def _require(op: str) -> None:
-    if not has_extension():
-        raise RuntimeError(f"swordfish.{op} needs the compiled extension: {extension_error()}")
+def _require(op: str, *, moe: bool = False) -> None:
+    """Raise RuntimeError naming why unless the extension (``moe``: and its MoE ops) is loaded."""
+    ok, why, what = ((has_moe, moe_error, "the compiled extension with the MoE ops") if moe
+                     else (has_extension, extension_error, "the compiled extension"))
+    if not ok():
+        raise RuntimeError(f"swordfish.{op} needs {what}: {why()}")
 
 
 # ----------------------------------------------------- typed wrappers
@@ -273,11 +280,11 @@ def last_path(device_index: int) -> int:
 # Shapes and dtypes only: what torch.compile / FakeTensor tracing needs.
 
 
-def _register_fake(name: str):
+def _register_fake(name: str, namespace: str = NAMESPACE):
     """torch.library.register_fake, tolerating a second registration (a reloaded module)."""
     def decorate(fn):
         try:
-            torch.library.register_fake(f"{NAMESPACE}::{name}")(fn)
+            torch.library.register_fake(f"{namespace}::{name}")(fn)
         except RuntimeError as e:
             if "already" not in str(e):
                 raise
@@ -347,24 +354,17 @@ def _load_moe() -> None:
 
 def has_moe() -> bool:
     """True when the extension is loaded and registers the MoE ops."""
-    _load_moe()
-    return bool(_moe_state["loaded"])
+    return _loaded(_load_moe, _moe_state)[0]
 
 
 def moe_error() -> Optional[str]:
     """Why the MoE ops are unavailable (None when they are loaded)."""
-    _load_moe()
-    return None if _moe_state["loaded"] else _moe_state["error"]
-
-
-def _require_moe(op: str) -> None:
-    if not has_moe():
-        raise RuntimeError(f"swordfish.{op} needs the compiled extension with the MoE ops: {moe_error()}")
+    return _loaded(_load_moe, _moe_state)[1]
 
 
 def moe_path_names() -> tuple:
     """The MoE kernel paths, in code order (path i + 1), as the extension names them (``swordfish::moe_path_names``)."""
-    _require_moe("moe_path_names")
+    _require("moe_path_names", moe=True)
     return _moe_state["names"]
 
 
@@ -387,7 +387,7 @@ def moe_path_name(code: int) -> str:
 def moe_align(topk_ids: torch.Tensor, num_experts: int, block_m: int, expert_map: Optional[torch.Tensor] = None):
     """(sorted_ids, expert_ids, num_post_pad): the (token, slot) pairs of ``topk_ids`` (int32 (T, k)) grouped by
     local expert in runs padded to ``block_m`` with the sentinel T * k; sizes are upper bounds (no host sync)."""
-    _require_moe("moe_align")
+    _require("moe_align", moe=True)
     return torch.ops.swordfish.moe_align(topk_ids, num_experts, block_m, expert_map)
 
 
@@ -417,7 +417,7 @@ def fused_moe(
     """The MoE layer (T, H) on x's device and stream: align, w13 GEMM, activation-and-mul, w2 GEMM with the
     router weights, sum over top-k. ``path``: 0 auto or a code from moe_paths(); ``deterministic``: -1 reads
     SWORDFISH_DETERMINISTIC at call time, 0 / 1 override it. ``sf.fused_moe`` validates and calls this."""
-    _require_moe("fused_moe")
+    _require("fused_moe", moe=True)
     return torch.ops.swordfish.fused_moe(x, w13_packed, w13_scales, w13_zeros, w13_perm, w2_packed, w2_scales,
                                          w2_zeros, w2_perm, topk_weights, topk_ids, expert_map, bits, group13,
                                          channelwise13, group2, channelwise2, activation, weights_on_input, path,
@@ -427,13 +427,13 @@ def fused_moe(
 def moe_select_path(T: int, top_k: int, E: int, H: int, I: int, bits: int, group: int, dtype: int,  # noqa: E741
                     device: int) -> int:
     """The MoE path code the C++ dispatcher picks for this problem (``dtype`` from DTYPE_CODES)."""
-    _require_moe("moe_select_path")
+    _require("moe_select_path", moe=True)
     return torch.ops.swordfish.moe_select_path(T, top_k, E, H, I, bits, group, dtype, device)
 
 
 def last_moe_path(device: int) -> int:
     """The path code of the most recent fused_moe on that device (0: none yet)."""
-    _require_moe("last_moe_path")
+    _require("last_moe_path", moe=True)
     return torch.ops.swordfish.last_moe_path(device)
 
 
@@ -457,11 +457,7 @@ def _fused_moe_fake(x, w13_packed, w13_scales, w13_zeros, w13_perm, w2_packed, w
 
 def _register_moe_fakes(namespace: str = NAMESPACE) -> None:
     for name, fn in (("moe_align", _moe_align_fake), ("fused_moe", _fused_moe_fake)):
-        try:
-            torch.library.register_fake(f"{namespace}::{name}")(fn)
-        except RuntimeError as e:
-            if "already" not in str(e):
-                raise
+        _register_fake(name, namespace)(fn)
 
 
 _load_moe()
