@@ -211,19 +211,25 @@ def _check_fields(obj, spec: dict, where: str) -> None:
 
 def validate_result(doc: dict) -> None:
     """Raise ValueError naming the first thing in `doc` that breaks schema version 1."""
+    _validate(doc, SCHEMA, SCHEMA_VERSION, _CONFIG, _ROW, lambda cfg: (IMPLS, str(IMPLS)))
+
+
+def _validate(doc: dict, schema: str, version: int, config_spec: dict, row_spec: dict, impls_of) -> None:
+    """validate_result of one schema: `impls_of(config)` gives (the allowed impls, how an error names them)."""
     _check_fields(doc, _TOP, "result")
-    if doc["schema"] != SCHEMA:
-        raise ValueError(f"result.schema must be {SCHEMA!r}, got {doc['schema']!r}")
-    if doc["version"] != SCHEMA_VERSION:
-        raise ValueError(f"result.version must be {SCHEMA_VERSION}, got {doc['version']!r}")
+    if doc["schema"] != schema:
+        raise ValueError(f"result.schema must be {schema!r}, got {doc['schema']!r}")
+    if doc["version"] != version:
+        raise ValueError(f"result.version must be {version}, got {doc['version']!r}")
     _check_fields(doc["device"], _DEVICE, "result.device")
-    _check_fields(doc["config"], _CONFIG, "result.config")
+    _check_fields(doc["config"], config_spec, "result.config")
     _check_fields(doc["ceilings"], _CEILINGS, "result.ceilings")
+    impls, impls_text = impls_of(doc["config"])
     for i, row in enumerate(doc["rows"]):
         where = f"result.rows[{i}]"
-        _check_fields(row, _ROW, where)
-        if row["impl"] not in IMPLS:
-            raise ValueError(f"{where}.impl must be one of {IMPLS}, got {row['impl']!r}")
+        _check_fields(row, row_spec, where)
+        if row["impl"] not in impls:
+            raise ValueError(f"{where}.impl must be one of {impls_text}, got {row['impl']!r}")
         if row["status"] not in STATUSES:
             raise ValueError(f"{where}.status must be one of {STATUSES}, got {row['status']!r}")
         if row["status"] == "ok" and row["us"] is None:
@@ -236,11 +242,21 @@ def validate_result(doc: dict) -> None:
 
 def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commit, torch_version: str,
                 cuda_version, created: str | None = None, rounds: int = ROUNDS) -> dict:
+    return _document(SCHEMA, SCHEMA_VERSION, derive(rows), validate_result, device=device, config=config,
+                     ceilings=ceilings, commit=commit, torch_version=torch_version, cuda_version=cuda_version,
+                     created=created, rounds=rounds,
+                     rotation=f"calls rotate over weight copies totalling >= {L2_MULTIPLE}x L2")
+
+
+def _document(schema: str, version: int, rows: list, validate, *, device: dict, config: dict, ceilings: dict,
+              commit, torch_version: str, cuda_version, created: str | None, rounds: int,
+              rotation: str) -> dict:
+    """make_result of one schema (rows already derived), checked by `validate`; `rotation` ends timing.method."""
     from . import __version__
 
     doc = {
-        "schema": SCHEMA,
-        "version": SCHEMA_VERSION,
+        "schema": schema,
+        "version": version,
         "created": created or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "swordfish": __version__,
         "commit": commit,
@@ -251,28 +267,28 @@ def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commi
         "ceilings": ceilings,
         "timing": {
             "method": "interleaved rounds: each round replays every implementation's CUDA graph once (order "
-                      "rotating), us = median over rounds of replay / calls per graph; calls rotate over weight "
-                      f"copies totalling >= {L2_MULTIPLE}x L2",
+                      "rotating), us = median over rounds of replay / calls per graph; " + rotation,
             "rounds": rounds,
             "l2_multiple": L2_MULTIPLE,
         },
-        "rows": derive(rows),
+        "rows": rows,
     }
-    validate_result(doc)
+    validate(doc)
     return doc
 
 
-def write_json(doc: dict, path) -> None:
-    validate_result(doc)
+def write_json(doc: dict, path, validate=None) -> None:
+    """Write a result document (checked by `validate`, default validate_result) as JSON."""
+    (validate or validate_result)(doc)
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
 
 
-def load_json(path) -> dict:
+def load_json(path, validate=None) -> dict:
+    """Read a result document, checked by `validate` (default validate_result)."""
     doc = json.loads(Path(path).read_text())
-    validate_result(doc)
+    (validate or validate_result)(doc)
     return doc
 
 
@@ -356,22 +372,30 @@ def format_table(doc: dict) -> str:
                 line = f"{M:>6}  {'-':<8}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{'-':>6} |"
                 if auto is not None:
                     notes.setdefault(auto["note"] or auto["status"], len(notes) + 1)
-            for name in others:
-                r = by_key.get((model, layer, M, name))
-                if r is None:
-                    cell = "-"
-                elif r["status"] == "ok":
-                    cell = f"{r['us']:.1f}"
-                else:
-                    mark = notes.setdefault(r["note"] or r["status"], len(notes) + 1)
-                    cell = f"{'n/a' if r['status'] == 'unavailable' else 'ERR'}[{mark}]"
-                line += f"{cell:>9}"
-            lines.append(line)
-    if notes:
-        lines.append("")
-        for text, mark in notes.items():
-            lines.append(f"[{mark}] {text}")
-    return "\n".join(lines)
+            lines.append(line + _impl_cells(by_key, (model, layer, M), others, notes))
+    return "\n".join(lines + _note_lines(notes))
+
+
+def _impl_cells(by_key: dict, key: tuple, impls: list, notes: dict) -> str:
+    """A table line's cells: each impl's us at `key` (row by_key[key + (impl,)]), "n/a[i]" or "ERR[i]" with
+    the note numbered in `notes` ({text: i}) when it did not run."""
+    cells = ""
+    for name in impls:
+        r = by_key.get(key + (name,))
+        if r is None:
+            cell = "-"
+        elif r["status"] == "ok":
+            cell = f"{r['us']:.1f}"
+        else:
+            mark = notes.setdefault(r["note"] or r["status"], len(notes) + 1)
+            cell = f"{'n/a' if r['status'] == 'unavailable' else 'ERR'}[{mark}]"
+        cells += f"{cell:>9}"
+    return cells
+
+
+def _note_lines(notes: dict) -> list:
+    """The table's numbered notes ({text: number}), after a blank line; none without notes."""
+    return [""] + [f"[{mark}] {text}" for text, mark in notes.items()] if notes else []
 
 
 # ------------------------------------------------------------------ plotting
@@ -625,10 +649,7 @@ def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: fl
         try:
             graphs[impl], n_calls = capture_graph(fns, stream, lambda us, n=len(fns): graph_calls(us, n, graph_us))
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
-            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            status, note = "error", f"{impl}: {text}"
-            if UNAVAILABLE_MARK in text:
-                status, note = "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
+            status, note = failure(impl, e)
             out[impl] = {"status": status, "note": note, "copies": len(fns)}
             continue
         if path_of is not None:
@@ -646,15 +667,27 @@ def time_point(calls: dict, stream, rounds: int, device_index: int, graph_us: fl
     return out
 
 
+def failure(impl: str, e: Exception) -> tuple:
+    """(status, note) of an implementation that raised `e`: "unavailable" with the reason when the op says
+    a forced path cannot run the problem (UNAVAILABLE_MARK), else "error" with the message's first line."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if UNAVAILABLE_MARK in text:
+        return "unavailable", f"{impl}: {text.split(UNAVAILABLE_MARK, 1)[1]}"
+    return "error", f"{impl}: {text}"
+
+
+def timed_fields(t: dict) -> dict:
+    """make_row's keywords for one entry of `time_point`'s answer (status and note, or the round times)."""
+    if t["status"] != "ok":
+        return dict(status=t["status"], note=t["note"], copies=t.get("copies", 0))
+    st = round_stats(t["rounds_us"])
+    return dict(us=st.pop("us"), path=t["path"], copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
+                rounds_us=list(t["rounds_us"]), **st)
+
+
 def timed_row(model: str, layer, M: int, impl: str, t: dict, weight_bytes: int) -> dict:
     """The result row of one entry of `time_point`'s answer."""
-    if t["status"] != "ok":
-        return make_row(model, layer, M, impl, status=t["status"], note=t["note"], weight_bytes=weight_bytes,
-                        copies=t.get("copies", 0))
-    st = round_stats(t["rounds_us"])
-    return make_row(model, layer, M, impl, us=st.pop("us"), path=t["path"], weight_bytes=weight_bytes,
-                    copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
-                    rounds_us=list(t["rounds_us"]), **st)
+    return make_row(model, layer, M, impl, weight_bytes=weight_bytes, **timed_fields(t))
 
 
 def measure_ceilings(device, dtype) -> dict:

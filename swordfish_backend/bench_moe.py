@@ -47,12 +47,9 @@ JSON result, schema ``swordfish-bench-moe`` version 1 (``validate_result``)::
 
 from __future__ import annotations
 
-import datetime
 import functools
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from . import bench, ops
 
@@ -156,62 +153,25 @@ _ROW = {"model": str, "E": int, "top_k": int, "H": int, "I": int, "T": int, "imp
 
 def validate_result(doc: dict) -> None:
     """Raise ValueError naming the first thing in `doc` that breaks schema version 1."""
-    bench._check_fields(doc, bench._TOP, "result")
-    if doc["schema"] != SCHEMA:
-        raise ValueError(f"result.schema must be {SCHEMA!r}, got {doc['schema']!r}")
-    if doc["version"] != SCHEMA_VERSION:
-        raise ValueError(f"result.version must be {SCHEMA_VERSION}, got {doc['version']!r}")
-    bench._check_fields(doc["device"], bench._DEVICE, "result.device")
-    bench._check_fields(doc["config"], _CONFIG, "result.config")
-    bench._check_fields(doc["ceilings"], bench._CEILINGS, "result.ceilings")
-    for i, row in enumerate(doc["rows"]):
-        where = f"result.rows[{i}]"
-        bench._check_fields(row, _ROW, where)
-        if row["impl"] not in doc["config"]["impls"]:
-            raise ValueError(f"{where}.impl must be one of config.impls {doc['config']['impls']}, got {row['impl']!r}")
-        if row["status"] not in STATUSES:
-            raise ValueError(f"{where}.status must be one of {STATUSES}, got {row['status']!r}")
-        if row["status"] == "ok" and row["us"] is None:
-            raise ValueError(f"{where} has status ok but no time")
-        if row["impl"] == "roofline":
-            for key in ("hbm_floor_us", "compute_floor_us"):
-                if not isinstance(row.get(key), (int, float)):
-                    raise ValueError(f"{where} (roofline) lacks a number {key!r}")
+    bench._validate(doc, SCHEMA, SCHEMA_VERSION, _CONFIG, _ROW,
+                    lambda cfg: (cfg["impls"], f"config.impls {cfg['impls']}"))
 
 
 def make_result(rows: list, *, device: dict, config: dict, ceilings: dict, commit, torch_version: str,
                 cuda_version, created: str | None = None, rounds: int = bench.ROUNDS) -> dict:
-    from . import __version__
-
-    doc = {
-        "schema": SCHEMA, "version": SCHEMA_VERSION,
-        "created": created or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "swordfish": __version__, "commit": commit, "torch": torch_version, "cuda": cuda_version,
-        "device": device, "config": config, "ceilings": ceilings,
-        "timing": {
-            "method": "interleaved rounds: each round replays every implementation's CUDA graph once (order "
-                      "rotating), us = median over rounds of replay / calls per graph; each call its own routing "
-                      f"set and input, calls rotate over weight copies totalling >= {bench.L2_MULTIPLE}x L2 in the "
-                      "experts touched at T = 1",
-            "rounds": rounds, "l2_multiple": bench.L2_MULTIPLE,
-        },
-        "rows": derive(rows),
-    }
-    validate_result(doc)
-    return doc
+    return bench._document(SCHEMA, SCHEMA_VERSION, derive(rows), validate_result, device=device, config=config,
+                           ceilings=ceilings, commit=commit, torch_version=torch_version, cuda_version=cuda_version,
+                           created=created, rounds=rounds,
+                           rotation=("each call its own routing set and input, calls rotate over weight copies "
+                                     f"totalling >= {bench.L2_MULTIPLE}x L2 in the experts touched at T = 1"))
 
 
 def write_json(doc: dict, path) -> None:
-    validate_result(doc)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    bench.write_json(doc, path, validate_result)
 
 
 def load_json(path) -> dict:
-    doc = json.loads(Path(path).read_text())
-    validate_result(doc)
-    return doc
+    return bench.load_json(path, validate_result)
 
 
 # ------------------------------------------------------------------ printing and plotting
@@ -250,21 +210,8 @@ def format_table(doc: dict) -> str:
                 line = f"{T:>6} {touched:>7.1f}  {'-':<7}{'-':>9}{'-':>6}{'-':>7} |"
                 if auto is not None:
                     notes.setdefault(auto["note"] or auto["status"], len(notes) + 1)
-            for name in others:
-                r = by_key.get((model, T, name))
-                if r is None:
-                    cell = "-"
-                elif r["status"] == "ok":
-                    cell = f"{r['us']:.1f}"
-                else:
-                    mark = notes.setdefault(r["note"] or r["status"], len(notes) + 1)
-                    cell = f"{'n/a' if r['status'] == 'unavailable' else 'ERR'}[{mark}]"
-                line += f"{cell:>9}"
-            lines.append(line)
-    if notes:
-        lines.append("")
-        lines += [f"[{mark}] {text}" for text, mark in notes.items()]
-    return "\n".join(lines)
+            lines.append(line + bench._impl_cells(by_key, (model, T), others, notes))
+    return "\n".join(lines + bench._note_lines(notes))
 
 
 def plot(doc: dict, path) -> str | None:
@@ -428,9 +375,8 @@ def run(cfg: Config, progress=None) -> dict:
                 try:  # the check, on routing set 0
                     err = moe.output_error(fns[0](), ref, H=H, I=I, top_k=k, dtype=torch_dtype)
                 except Exception as e:  # noqa: BLE001 - recorded, the run goes on
-                    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    status = "unavailable" if bench.UNAVAILABLE_MARK in text else "error"
-                    checked[impl] = {"status": status, "note": f"{impl}: {text.split(bench.UNAVAILABLE_MARK)[-1]}"}
+                    status, note = bench.failure(impl, e)
+                    checked[impl] = {"status": status, "note": note}
                     continue
                 checked[impl] = {"err": err}
                 if err > 1:
@@ -454,16 +400,8 @@ def run(cfg: Config, progress=None) -> dict:
                 c = checked[impl]
                 if "status" in c:
                     rows.append(make_row(p, T, impl, status=c["status"], note=c["note"], err=c.get("err"), **base))
-                elif timed[impl]["status"] != "ok":
-                    t = timed[impl]
-                    rows.append(make_row(p, T, impl, status=t["status"], note=t["note"], err=c["err"],
-                                         copies=t.get("copies", 0), **base))
                 else:
-                    t = timed[impl]
-                    st = bench.round_stats(t["rounds_us"])
-                    rows.append(make_row(p, T, impl, us=st.pop("us"), path=t["path"], err=c["err"],
-                                         copies=t["copies"], calls=t["calls"], replays=len(t["rounds_us"]),
-                                         rounds_us=list(t["rounds_us"]), **st, **base))
+                    rows.append(make_row(p, T, impl, err=c["err"], **bench.timed_fields(timed[impl]), **base))
                 if progress is not None:
                     progress.step(f"{p.name} T={T} {impl}")
             del routing, xs, calls, ref, fns
