@@ -19,12 +19,8 @@ tests/test_moe_gpu.py.
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
-pytest.importorskip("vllm", reason="vLLM is not installed (docs/VLLM.md, \"Tests\": a venv with vllm==0.33.*)")
+import vllm_cpu  # first: vLLM's CPU platform, the plugin registered (skips this module without vLLM)
 
 import contextlib
 import dataclasses
@@ -33,11 +29,7 @@ import logging
 import torch
 
 import swordfish_backend.vllm as plugin
-
-plugin.register()
-
 import vllm.model_executor.layers.fused_moe.config as vmoe_config
-import vllm.platforms as vplatforms
 from vllm.config import ParallelConfig, VllmConfig, set_current_vllm_config
 from vllm.config.kernel import KernelConfig
 from vllm.model_executor.layers.fused_moe import FusedMoEFactory
@@ -48,8 +40,6 @@ from vllm.model_executor.layers.quantization.auto_gptq import AutoGPTQConfig
 from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors import (
     CompressedTensorsConfig,
 )
-from vllm.platforms import PlatformEnum
-from vllm.platforms.interface import DeviceCapability
 
 from swordfish_backend.vllm import act_order, kernel, moe_method, patches, selection
 
@@ -58,39 +48,12 @@ MOE_OPS_REASON = moe_method._moe_ops_reason  # the real check (the cuda fixture 
 # --------------------------------------------------------------- platform
 
 
-class FakeCuda:
-    """vLLM's current platform, pretending to be CUDA of a given capability."""
-
-    _enum = PlatformEnum.CUDA
-
-    def __init__(self, real, capability):
-        self._real, self._cap = real, capability
-
-    def is_cuda(self):
-        return True
-
-    def is_cpu(self):
-        return False
-
-    def get_device_capability(self, device_id=0):
-        return DeviceCapability(*self._cap)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
 @pytest.fixture
 def cuda(monkeypatch):
     """cuda(capability): Swordfish's selection sees a CUDA device with the extension built. vLLM's own modules
     keep the real CPU platform they imported (so its CPU code paths run the layer)."""
-    real = vplatforms.current_platform
-
-    def fake(capability=(10, 0)):
-        monkeypatch.setattr(vplatforms, "_current_platform", FakeCuda(real, capability))
-
-    monkeypatch.setattr(kernel, "_extension_reason", lambda: None)
     monkeypatch.setattr(moe_method, "_moe_ops_reason", lambda: None)
-    return fake
+    return vllm_cpu.cuda_faker(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

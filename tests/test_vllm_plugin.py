@@ -11,12 +11,8 @@ rank by rank.
 
 from __future__ import annotations
 
-import os
-
 import pytest
-
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
-pytest.importorskip("vllm", reason="vLLM is not installed (docs/VLLM.md, \"Tests\": a venv with vllm==0.33.*)")
+import vllm_cpu  # first: vLLM's CPU platform, the plugin registered (skips this module without vLLM)
 
 import contextlib
 import pathlib
@@ -24,13 +20,9 @@ import pathlib
 import torch
 
 import swordfish_backend.vllm as plugin
-
-plugin.register()
-
 import vllm.model_executor.kernels.linear as vlinear
 import vllm.model_executor.layers.linear as vlayers
 import vllm.model_executor.parameter as vparam
-import vllm.platforms as vplatforms
 from vllm.config import VllmConfig, set_current_vllm_config
 from vllm.config.kernel import KernelConfig
 from vllm.model_executor.layers.quantization.auto_awq import AutoAWQConfig
@@ -39,7 +31,6 @@ from vllm.model_executor.layers.quantization.compressed_tensors.compressed_tenso
     CompressedTensorsConfig,
 )
 from vllm.platforms import PlatformEnum
-from vllm.platforms.interface import DeviceCapability
 from vllm.scalar_type import scalar_types
 
 from swordfish_backend.vllm import act_order, kernel, moe_method, patches, selection
@@ -51,40 +42,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # --------------------------------------------------------------- helpers
 
 
-class FakeCuda:
-    """vLLM's current platform, pretending to be CUDA of a given capability."""
-
-    _enum = PlatformEnum.CUDA
-
-    def __init__(self, real, capability):
-        self._real, self._cap = real, capability
-
-    def is_cuda(self):
-        return True
-
-    def is_cpu(self):
-        return False
-
-    def get_device_capability(self, device_id=0):
-        return DeviceCapability(*self._cap)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
 @pytest.fixture
 def cuda_platform(monkeypatch):
     """fake(capability): make vLLM's kernel selection and ours see a CUDA device; the extension counts as built."""
-    real = vplatforms.current_platform
-
-    def fake(capability=(10, 0)):
-        platform = FakeCuda(real, capability)
-        monkeypatch.setattr(vplatforms, "_current_platform", platform)
-        monkeypatch.setattr(vlinear, "current_platform", platform)
-        return platform
-
-    monkeypatch.setattr(kernel, "_extension_reason", lambda: None)
-    return fake
+    return vllm_cpu.cuda_faker(monkeypatch, vlinear)
 
 
 @contextlib.contextmanager

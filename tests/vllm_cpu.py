@@ -1,0 +1,62 @@
+"""What the vLLM CPU tests share (test_vllm_plugin.py, test_vllm_moe.py): vLLM on its CPU platform with the
+plugin registered, and a faked CUDA platform for the selection tests.
+
+Import it first, before any vLLM module: it sets VLLM_TARGET_DEVICE and registers the plugin, and it skips
+the importing test module when vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
+pytest.importorskip("vllm", reason="vLLM is not installed (docs/VLLM.md, \"Tests\": a venv with vllm==0.33.*)")
+
+import swordfish_backend.vllm as plugin  # noqa: E402
+
+plugin.register()
+
+import vllm.platforms as vplatforms  # noqa: E402
+from vllm.platforms import PlatformEnum  # noqa: E402
+from vllm.platforms.interface import DeviceCapability  # noqa: E402
+
+from swordfish_backend.vllm import kernel  # noqa: E402
+
+
+class FakeCuda:
+    """vLLM's current platform, pretending to be CUDA of a given capability."""
+
+    _enum = PlatformEnum.CUDA
+
+    def __init__(self, real, capability):
+        self._real, self._cap = real, capability
+
+    def is_cuda(self):
+        return True
+
+    def is_cpu(self):
+        return False
+
+    def get_device_capability(self, device_id=0):
+        return DeviceCapability(*self._cap)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def cuda_faker(monkeypatch, *modules):
+    """fake(capability=(10, 0)) -> FakeCuda: vLLM's current platform (and the ``current_platform`` that each
+    of `modules` imported) becomes a FakeCuda of that capability; Swordfish sees the extension as built."""
+    real = vplatforms.current_platform
+
+    def fake(capability=(10, 0)):
+        platform = FakeCuda(real, capability)
+        monkeypatch.setattr(vplatforms, "_current_platform", platform)
+        for module in modules:
+            monkeypatch.setattr(module, "current_platform", platform)
+        return platform
+
+    monkeypatch.setattr(kernel, "_extension_reason", lambda: None)
+    return fake
