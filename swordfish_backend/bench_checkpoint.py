@@ -26,7 +26,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import checkpoint_scan as scan
 
 FUSED = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("query", "key", "value"))
 TOTAL_IMPLS = ("auto", "cublas", "roofline")
@@ -258,16 +257,10 @@ def command(args) -> int:
     """`swordfish bench --checkpoint DIR` (called by cli.cmd_bench)."""
     from . import bench, cli, presets
 
-    for flag, given in (("--shapes", args.shapes), ("--zero-points", args.zero_points),
-                        ("--act-order", args.act_order), ("--from-json", args.from_json),
-                        ("--list-presets", args.list_presets)):
-        if given:
-            raise cli.UsageError(f"{flag} cannot be combined with --checkpoint (the checkpoint gives the shapes "
-                                 "and the format)")
-    try:
-        ck = scan.scan(args.checkpoint)
-    except scan.CheckpointError as e:
-        raise cli.UsageError(f"--checkpoint: {e}") from None
+    ck = cli.scan_checkpoint(args, (("--shapes", args.shapes), ("--zero-points", args.zero_points),
+                                    ("--act-order", args.act_order), ("--from-json", args.from_json),
+                                    ("--list-presets", args.list_presets)),
+                             "the checkpoint gives the shapes and the format")
     try:
         ms = presets.parse_m(args.m) if args.m else list(presets.DEFAULT_M)
     except ValueError as e:

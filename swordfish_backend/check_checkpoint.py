@@ -115,6 +115,11 @@ def check_layer(ck, layer, ms, *, gpu: bool, device_index: int = 0, seed: int = 
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    return _judge(res)
+
+
+def _judge(res: LayerResult) -> LayerResult:
+    """Set res.err to the worst of res.errs and FAIL it, naming the worst M, when that is over the tolerance."""
     res.err = max(res.errs.values())
     if not res.err <= 1:
         worst = max(res.errs, key=lambda k: res.errs[k])
@@ -224,13 +229,7 @@ def check_moe_block(ck, prefix: str, groups, ms, *, gpu: bool, device_index: int
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    fused.err = max(fused.errs.values())
-    if not fused.err <= 1:
-        worst = max(fused.errs, key=lambda k: fused.errs[k])
-        fused.status = "FAIL"
-        fused.note = (f"{worst}: error {fused.err:.3g}x the tolerance" if math.isfinite(fused.err)
-                      else f"{worst}: NaN/Inf in the output")
-    return rows + [fused]
+    return rows + [_judge(fused)]
 
 
 def _moe_oracle(x, weights, ids, truth: dict, I: int, activation: str):  # noqa: E741
@@ -369,15 +368,9 @@ def command(args) -> int:
     """`swordfish check --checkpoint DIR` (called by cli.cmd_check)."""
     from . import bench, cli, presets
 
-    for flag, given in (("--formats", args.formats), ("--bits", args.bits), ("--group", args.group),
-                        ("--shapes", args.shapes), ("--paths", args.paths), ("--quick", args.quick)):
-        if given:
-            raise cli.UsageError(f"{flag} cannot be combined with --checkpoint (the checkpoint gives the layers and "
-                                 "their format; check runs the dispatcher's auto path)")
-    try:
-        ck = scan.scan(args.checkpoint)
-    except scan.CheckpointError as e:
-        raise cli.UsageError(f"--checkpoint: {e}") from None
+    ck = cli.scan_checkpoint(args, (("--formats", args.formats), ("--bits", args.bits), ("--group", args.group),
+                                    ("--shapes", args.shapes), ("--paths", args.paths), ("--quick", args.quick)),
+                             "the checkpoint gives the layers and their format; check runs the dispatcher's auto path")
     ok, why = (False, "--cpu was given") if args.cpu else cli.gpu_status(args.device)
     if not ok and args.require_gpu:
         cli._warn(f"swordfish check: {why}; --require-gpu was given, so nothing was checked.")

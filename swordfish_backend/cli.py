@@ -43,6 +43,20 @@ class UsageError(ValueError):
     """A bad command line: reported as `swordfish <cmd>: error: ...` with exit code 2."""
 
 
+def scan_checkpoint(args, flags, why: str):
+    """The scanned ``--checkpoint DIR`` of check / bench, after refusing each (flag, given) of `flags` that was
+    given (`why`: why it cannot go with --checkpoint). UsageError for either."""
+    from . import checkpoint_scan as scan
+
+    for flag, given in flags:
+        if given:
+            raise UsageError(f"{flag} cannot be combined with --checkpoint ({why})")
+    try:
+        return scan.scan(args.checkpoint)
+    except scan.CheckpointError as e:
+        raise UsageError(f"--checkpoint: {e}") from None
+
+
 # ------------------------------------------------------------------ environment probes
 
 

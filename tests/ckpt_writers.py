@@ -72,13 +72,17 @@ def rtn(weight: torch.Tensor, bits: int, group: int, sym: bool = True, g_idx: to
     return codes, scales.to(torch.float16), zeros, g_idx
 
 
+def _act_order_g_idx(K: int, group: int, seed: int) -> torch.Tensor:
+    """A seeded act-order g_idx: the rows of each group scattered over K."""
+    perm = torch.randperm(K, generator=torch.Generator().manual_seed(seed))
+    g_idx = torch.empty(K, dtype=torch.int64)
+    g_idx[perm] = torch.arange(K) // group
+    return g_idx
+
+
 def gptq_tensors(prefix: str, weight, bits=4, group=128, act_order=False, sym=True, seed=0) -> dict:
     N, K = weight.shape
-    g_idx = None
-    if act_order:
-        perm = torch.randperm(K, generator=torch.Generator().manual_seed(seed))
-        g_idx = torch.empty(K, dtype=torch.int64)
-        g_idx[perm] = torch.arange(K) // group
+    g_idx = _act_order_g_idx(K, group, seed) if act_order else None
     codes, scales, zeros, g_idx = rtn(weight, bits, group, sym, g_idx)
     return {f"{prefix}.qweight": _words(codes, bits, 0),
             f"{prefix}.qzeros": _words((zeros - 1) & ((1 << bits) - 1), bits, 1),
@@ -94,11 +98,7 @@ def awq_tensors(prefix: str, weight, group=128) -> dict:
 def ct_tensors(prefix: str, weight, bits=4, group=128, sym=True, act_order=False, dtype=torch.bfloat16,
                seed=0) -> dict:
     N, K = weight.shape
-    g_idx = None
-    if act_order:
-        perm = torch.randperm(K, generator=torch.Generator().manual_seed(seed))
-        g_idx = torch.empty(K, dtype=torch.int64)
-        g_idx[perm] = torch.arange(K) // group
+    g_idx = _act_order_g_idx(K, group, seed) if act_order else None
     codes, scales, zeros, g_idx = rtn(weight, bits, group, sym, g_idx)
     out = {f"{prefix}.weight_packed": _words(codes.t().contiguous(), bits, 1),   # codes already q + 2^(b-1)
            f"{prefix}.weight_scale": scales.to(dtype).t().contiguous(),
