@@ -22,7 +22,8 @@ import vllm.platforms as vplatforms  # noqa: E402
 from vllm.platforms import PlatformEnum  # noqa: E402
 from vllm.platforms.interface import DeviceCapability  # noqa: E402
 
-from swordfish_backend.vllm import kernel  # noqa: E402
+from swordfish_backend import ops  # noqa: E402
+from swordfish_backend.vllm import kernel, selection  # noqa: E402
 
 
 class FakeCuda:
@@ -59,4 +60,7 @@ def cuda_faker(monkeypatch, *modules):
         return platform
 
     monkeypatch.setattr(kernel, "_extension_reason", lambda: None)
+    # ... built for the default architectures, whatever build sits in the source tree (a local sm_90a-only
+    # _C.so would otherwise refuse the faked sm100 / sm110 devices)
+    monkeypatch.setattr(ops, "build_info", lambda: {"cuda_archs": list(selection.DEFAULT_CUDA_ARCHS)})
     return fake
