@@ -12,11 +12,11 @@
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
-#include "kernels/decode/decode.h"
 #include "kernels/prefill/prefill.h"
 #include "kernels/prefill/prefill_sm90.cuh"
 #include "kernels/prefill/prefill_sm90_kernels.h"
 #include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/prep/gather.h"
 
 namespace swordfish {
 namespace prefill {
@@ -173,8 +173,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (p.perm != nullptr) {
     // Packed row k is input feature perm[k]: gather x's columns into packed order first.
     uint16_t* xp = reinterpret_cast<uint16_t*>(ws);
-    why = decode::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device,
-                                 stream);
+    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device, stream);
     if (!why.empty()) return why;
     x = xp;
   }
