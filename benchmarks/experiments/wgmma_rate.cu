@@ -27,7 +27,7 @@
 #include <cute/arch/mma_sm90_gmma.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "kernels/prefill/prefill_sm90.cuh"  // smem_desc_sw128; transform.cuh
+#include "kernels/prefill/sm90/prefill_sm90.cuh"  // smem_desc_sw128; transform.cuh
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include "kernels/dispatch/heuristics.hpp"
 #include "kernels/dispatch/heuristics_sm100.hpp"
 #include "kernels/dispatch/heuristics_sm90.hpp"
-#include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/prefill/sm90/prefill_sm90_plan.h"
 
 namespace swordfish {
 namespace dispatch {

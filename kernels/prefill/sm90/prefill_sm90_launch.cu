@@ -13,9 +13,9 @@
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
 #include "kernels/prefill/prefill.h"
-#include "kernels/prefill/prefill_sm90.cuh"
-#include "kernels/prefill/prefill_sm90_kernels.h"
-#include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/prefill/sm90/prefill_sm90.cuh"
+#include "kernels/prefill/sm90/prefill_sm90_kernels.h"
+#include "kernels/prefill/sm90/prefill_sm90_plan.h"
 #include "kernels/prep/gather.h"
 
 namespace swordfish {
