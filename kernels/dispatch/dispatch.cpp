@@ -178,7 +178,7 @@ std::string run(const GemmProblem& p, Path path, void* stream) {
       case Path::kDecode: why = decode::launch(p, static_cast<cudaStream_t>(stream)); break;
 #endif
       case Path::kDense: why = dense::launch(p, stream); break;
-      case Path::kPrefill: why = prefill::launch(p, static_cast<cudaStream_t>(stream)); break;
+      case Path::kPrefill: why = prefill::launch(p, stream); break;
       default: why = path_reason(p, path); break;
     }
     if (!why.empty()) return why;
