@@ -16,18 +16,10 @@
 
 #include "kernels/common/device_guard.h"
 #include "kernels/common/format.h"
+#include "kernels/decode/decode.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dispatch/arch_tables.hpp"
 #include "kernels/prefill/prefill.h"
-
-// TODO(decode): kernels/decode/decode.h is being written in parallel; drop the
-// guard once it is in the tree so that a missing decode path fails the build.
-#if __has_include("kernels/decode/decode.h")
-#include "kernels/decode/decode.h"
-#define SWORDFISH_HAVE_DECODE 1
-#else
-#define SWORDFISH_HAVE_DECODE 0
-#endif
 
 namespace swordfish {
 namespace dispatch {
@@ -51,14 +43,7 @@ std::string common_reason(const GemmProblem& p) {
   return "";
 }
 
-std::string decode_reason(const GemmProblem& p) {
-#if SWORDFISH_HAVE_DECODE
-  return decode::can_implement(p);
-#else
-  (void)p;
-  return "the decode path is not in this build (kernels/decode/decode.h missing)";
-#endif
-}
+std::string decode_reason(const GemmProblem& p) { return decode::can_implement(p); }
 
 std::string dense_reason(const GemmProblem& p) {
   if (p.cc_major < 8)
@@ -121,9 +106,7 @@ void log_choice(const GemmProblem& p, Path path) {
     if (!seen.insert(key).second) return;
   }
   std::string detail;
-#if SWORDFISH_HAVE_DECODE
   if (path == Path::kDecode) detail = " (" + decode::describe(p) + ")";
-#endif
   if (path == Path::kPrefill) detail = " (" + prefill::describe(p) + ")";
   std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, p.N, p.bits, p.group,
                p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path),
@@ -155,11 +138,7 @@ size_t workspace_bytes(const GemmProblem& p, Path path) {
   if (!can_implement(p, path).empty()) return 0;
   switch (path) {
     case Path::kAuto: return workspace_bytes(p, select(p));
-#if SWORDFISH_HAVE_DECODE
     case Path::kDecode: return decode::workspace_bytes(p);
-#else
-    case Path::kDecode: return 0;
-#endif
     case Path::kDense: return dense::workspace_bytes(p);
     case Path::kPrefill: return prefill::workspace_bytes(p);
   }
@@ -174,9 +153,7 @@ std::string run(const GemmProblem& p, Path path, void* stream) {
     DeviceGuard guard(p.device);
     if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
     switch (path) {
-#if SWORDFISH_HAVE_DECODE
       case Path::kDecode: why = decode::launch(p, static_cast<cudaStream_t>(stream)); break;
-#endif
       case Path::kDense: why = dense::launch(p, stream); break;
       case Path::kPrefill: why = prefill::launch(p, stream); break;
       default: why = path_reason(p, path); break;
