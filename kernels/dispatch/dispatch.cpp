@@ -5,9 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -15,6 +13,7 @@
 #include <tuple>
 
 #include "kernels/common/device_guard.h"
+#include "kernels/common/env.h"
 #include "kernels/common/format.h"
 #include "kernels/decode/decode.h"
 #include "kernels/dense/dense.h"
@@ -84,15 +83,8 @@ LastPaths& last_paths() {
   return table;
 }
 
-// SWORDFISH_DEBUG, read now (never cached): unset, "", 0, false, off, no -> off;
-// anything else -> on (a debug switch never fails a GEMM).
-bool debug_enabled() {
-  const char* env = std::getenv("SWORDFISH_DEBUG");
-  if (env == nullptr) return false;
-  std::string v(env);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
-}
+// SWORDFISH_DEBUG, read now (never cached), leniently: a debug switch never fails a GEMM.
+bool debug_enabled() { return env::lenient("SWORDFISH_DEBUG"); }
 
 // One line per distinct (shape, format, epilogue mode, path) for the life of the process.
 void log_choice(const GemmProblem& p, Path path) {
