@@ -1,9 +1,9 @@
 """Every environment variable Swordfish reads, in one place.
 
 Each knob is read when its function is called, never cached, so a test (or a
-user) can set it between two calls and be obeyed. The C++ side reads the same
-variables the same way at call time (``kernels/torch/ops_gemm.cpp``); the
-spellings accepted here match it.
+user) can set it between two calls and be obeyed. This module is the only
+Python reader of the environment (``_flag``); the C++ side has one parser too,
+``kernels/common/env.h``, read at call time with the same spellings.
 
     SWORDFISH_DEBUG          1: log the dispatcher's path choice once per problem (stderr)
     SWORDFISH_DETERMINISTIC  1: no atomic epilogues, bit-identical results (on the H200's

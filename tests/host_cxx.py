@@ -17,8 +17,11 @@ def compiler() -> str | None:
     return shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 
-def build(directory: pathlib.Path, source: str | pathlib.Path, what: str, flags: tuple = ()) -> pathlib.Path:
-    """Compile `source` (program text, or a .cpp path) with -I ROOT into `directory`; the executable."""
+def build(directory: pathlib.Path, source: str | pathlib.Path, what: str, flags: tuple = (),
+          extra: tuple = ()) -> pathlib.Path:
+    """Compile `source` (program text, or a .cpp path) and the `extra` .cpp paths (plain C++ parts of
+    the library the program links, e.g. kernels/prefill/prefill_plan.cpp) with -I ROOT into
+    `directory`; the executable."""
     cxx = compiler()
     if cxx is None:
         pytest.skip(f"no host C++ compiler for {what}")
@@ -28,7 +31,8 @@ def build(directory: pathlib.Path, source: str | pathlib.Path, what: str, flags:
     else:
         src = source
     exe = directory / "probe"
-    subprocess.run([cxx, "-std=c++17", *flags, "-I", str(ROOT), str(src), "-o", str(exe)], check=True)
+    subprocess.run([cxx, "-std=c++17", *flags, "-I", str(ROOT), str(src), *map(str, extra), "-o", str(exe)],
+                   check=True)
     return exe
 
 

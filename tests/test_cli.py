@@ -583,19 +583,30 @@ def test_debug_and_kill_switch_are_lenient(monkeypatch):
 
 
 def test_envs_module_lists_every_knob_the_sources_read():
-    """Every SWORDFISH_* variable read by getenv/os.environ anywhere is listed in envs.py."""
+    """Every SWORDFISH_* variable the sources read is listed in envs.py, and each language has one
+    parser: in C++ only kernels/common/env.h calls getenv (its readers name the knob in
+    env::flag / env::lenient / env::raw), in Python only swordfish_backend/envs.py touches
+    os.environ."""
     import re
 
     listed = {k.name for k in envs.KNOBS} | set(envs.BUILD_KNOBS)
     read = set()
+    cxx_getenv = set()
     for path in list((ROOT / "kernels").rglob("*.c*")) + list((ROOT / "kernels").rglob("*.h*")):
-        read |= set(re.findall(r'getenv\("(SWORDFISH_[A-Z_]+)"\)', path.read_text(errors="replace")))
+        text = path.read_text(errors="replace")
+        if "getenv(" in text:
+            cxx_getenv.add(path.relative_to(ROOT).as_posix())
+        read |= set(re.findall(r'env::(?:flag|lenient|raw)\(\s*"(SWORDFISH_[A-Z_]+)"\)', text))
+    assert cxx_getenv == {"kernels/common/env.h"}
+    py_environ = set()
     for path in (ROOT / "swordfish_backend").rglob("*.py"):
         text = path.read_text()
-        read |= set(re.findall(r'environ(?:\.get)?[\[(]\s*"(SWORDFISH_[A-Z_]+)"', text))
-        read |= set(re.findall(r'getenv\(\s*"(SWORDFISH_[A-Z_]+)"', text))
+        if re.search(r"os\.environ|getenv\(", text):
+            py_environ.add(path.relative_to(ROOT).as_posix())
+        read |= set(re.findall(r'_flag\(\s*"(SWORDFISH_[A-Z_]+)"', text))
+    assert py_environ == {"swordfish_backend/envs.py"}
     assert read - listed == set()
-    assert {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC"} <= read
+    assert {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC", "SWORDFISH_DISABLE"} <= read
 
 
 def test_no_cuda_at_import_time():

@@ -2,10 +2,11 @@
 the select_path / last_path ops.
 
 CPU: kernels/dispatch/tests/select_table_main.cpp is compiled with the host C++ compiler against
-the heuristics headers alone (no CUDA) and asked what heuristics::choose picks. The write-up's
-B200 / Thor rules are checked as absolute numbers; the measured sm90 and the conservative
-tables are checked against their own thresholds (decode below, dense from the threshold on, one
-switch over the whole M axis), so re-measuring a value needs no test edit.
+the heuristics headers and the prefill path's plan door (kernels/prefill/prefill_plan.cpp; no
+CUDA) and asked what heuristics::choose picks. The write-up's B200 / Thor rules are checked as
+absolute numbers; the measured sm90 and the conservative tables are checked against their own
+thresholds (decode below, dense from the threshold on, one switch over the whole M axis), so
+re-measuring a value needs no test edit.
 
 GPU: the select_path op on the current device must agree with the same table for that device's
 compute capability and SM count, and last_path must report what gemm ran.
@@ -22,6 +23,8 @@ import host_cxx
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "kernels" / "dispatch" / "tests" / "select_table_main.cpp"
+# The prefill path's plan questions (prefill::plan_balance), routed by architecture; plain C++.
+PREFILL_PLAN = ROOT / "kernels" / "prefill" / "prefill_plan.cpp"
 
 DECODE, DENSE, PREFILL = 1, 2, 3
 NEVER = -1
@@ -65,7 +68,7 @@ class Tables:
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> Tables:
     return Tables(host_cxx.build(tmp_path_factory.mktemp("dispatch"), DRIVER, str(DRIVER.relative_to(ROOT)),
-                                 flags=("-O1", "-Wall", "-Werror")))
+                                 flags=("-O1", "-Wall", "-Werror"), extra=(PREFILL_PLAN,)))
 
 
 SM90, SM100, THOR, ADA = (9, 0), (10, 0), (11, 0), (8, 9)

@@ -243,9 +243,9 @@ def _check_act_order(w: Weight, M: int, x_seed: int, bias_seed: int):
 
 @pytest.mark.parametrize("K", [4096, 49280], ids=["staged_row", "row_too_long"])
 def test_act_order_gather(K):
-    """decode::gather_columns: from M = the SM count, rows of up to kGatherMaxSmem / 2 columns go through
-    gather_kernel (a row staged in shared memory); fewer rows, or longer ones (K = 49280 > 49152), through
-    decode's prep kernel."""
+    """prep::gather_columns (kernels/prep/gather_launch.cu): from M = the SM count, rows of up to
+    kGatherMaxSmem / 2 columns go through gather_kernel (a row staged in shared memory); fewer rows, or
+    longer ones (K = 49280 > 49152), through gather_elements_kernel."""
     w = _act_order_weight(K)
     for M in (64, _sms() + 7):
         _check_act_order(w, M, K + M, M)
@@ -267,8 +267,8 @@ def test_act_order_gather_longer_row_after_shorter():
 def test_act_order_perm_outside_k_reads_nothing_out_of_bounds(path, rows):
     """perm must be a permutation of [0, K) (device data: not checked per call). An entry outside it
     gathers a zero activation column instead of reading outside x (memcheck watches this case), so the
-    packed rows it names contribute nothing. Both gathers: prep_kernel (few rows), and on the prefill
-    path gather_kernel (M >= the SM count)."""
+    packed rows it names contribute nothing. Every gather: decode's prep_kernel, and on the prefill path
+    gather_elements_kernel (few rows) and gather_kernel (M >= the SM count)."""
     w = Weight(bits=4, K=1024, N=256, group=128, channelwise=False, zeros=False, act_order=True,
                dtype=torch.bfloat16, seed=31)
     bad = w.perm.clone()

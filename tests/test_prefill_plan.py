@@ -1,5 +1,5 @@
 """The sm90 prefill launch plan and shared-memory layout on the CPU (kernels/prefill/prefill_sm90_plan.h
-and prefill_sm90_layout.h through kernels/prefill/tests/plan_main.cpp): the invariants the kernel's
+and prefill_sm90_layout.h through kernels/prefill/sm90/tests/plan_main.cpp): the invariants the kernel's
 work-item walk relies on, for every shape, M, bit width and SM count, and the choices the H200
 measurements fixed."""
 
@@ -11,7 +11,7 @@ import host_cxx
 import pytest
 
 ROOT = host_cxx.ROOT
-DRIVER = ROOT / "kernels" / "prefill" / "tests" / "plan_main.cpp"
+DRIVER = ROOT / "kernels" / "prefill" / "sm90" / "tests" / "plan_main.cpp"
 FIELDS = ("bt", "m_tiles", "n_tiles", "k_stages", "dp_tiles", "splits", "split_tiles", "items", "grid", "group_m",
           "ws_x", "ws_partials", "est_ns", "cg", "tile_n")
 

@@ -31,16 +31,6 @@ size_t workspace_bytes(const GemmProblem& p);
 // CUDA-graph capture). "" on success, else the error.
 std::string launch(const GemmProblem& p, cudaStream_t stream);
 
-// The act-order gather alone, xp[m, k] = x[m, perm[k]] for (M, K) 16-bit
-// row-major x: the prefill path consumes activations in packed-row order too.
-// gather_kernel (a CTA per row of x, staged in shared memory, 16-byte runs
-// out) where M >= sm_count, K % 8 == 0, the pointers are 16-byte aligned and a
-// row fits; else decode's prep kernel without the output init. A perm entry
-// outside [0, K) gathers 0 either way. `device` is x's CUDA device (current).
-// "" or the error.
-std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
-                           int device, cudaStream_t stream);
-
 // One line naming the kernel configuration launch() would use for p (for
 // SWORDFISH_DEBUG logs and tests), e.g. "decode int4 bf16 mt=1 mgroups=1
 // stages=4 grid=396 mode=atomic pieces=0 pdl=1".

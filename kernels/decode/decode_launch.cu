@@ -280,25 +280,6 @@ std::string launch_prep(const PrepParams& pp, int sm_count, bool pdl, cudaStream
 
 }  // namespace
 
-std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
-                           int device, cudaStream_t stream) {
-  if (M <= 0) return "";
-  // No programmatic launch: the prefill GEMM behind it starts once the gather has finished.
-  // gather_kernel runs a CTA per row: fewer rows than SMs leave SMs idle, where prep_kernel spreads
-  // each row over up to 16 CTAs (at M = 64 it measured 0.95-1.02x gather_kernel's time, 2026-12-03-h).
-  const int smem = K * 2;  // one row of x
-  if (M < sm_count || K % 8 != 0 || !aligned(x, 16) || !aligned(perm, 16) || !aligned(xp, 16) ||
-      smem > kGatherMaxSmem)
-    return launch_prep(PrepParams{x, perm, xp, nullptr, nullptr, M, K, 0}, sm_count, false, stream);
-  const void* fn = reinterpret_cast<const void*>(&gather_kernel);
-  std::string why = ensure_dynamic_smem(fn, smem, device);
-  if (!why.empty()) return "decode: gather kernel: " + why;
-  GatherParams gp{x, perm, xp, M, K};
-  void* args[] = {&gp};
-  const int grid = static_cast<int>(std::min<long long>(M, static_cast<long long>(kGatherCtasPerSm) * sm_count));
-  return launch_kernel(fn, dim3(std::max(grid, 1)), kGatherThreads, smem, false, args, stream, "gather kernel");
-}
-
 std::string can_implement(const GemmProblem& p) { return check(p); }
 
 size_t workspace_bytes(const GemmProblem& p) {

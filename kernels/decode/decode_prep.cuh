@@ -3,7 +3,8 @@
 // prep_kernel: ONE launch that (a) under act-order writes the column-permuted
 //   activations xp[m, k] = x[m, perm[k]] into the workspace (one thread per
 //   element, coalesced perm and xp accesses; 0 for a perm entry outside
-//   [0, K)), and (b) initialises the output
+//   [0, K): prep::gather_elements_kernel's loop, fused here with the output
+//   init to save a launch), and (b) initialises the output
 //   for the atomic epilogue: y[m, :] = bias, or 0 (16-byte stores). It runs
 //   on the compute engine, so a captured graph never switches to the copy
 //   engine for a memset.
@@ -68,50 +69,6 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const __grid_constan
       const uint4* b = reinterpret_cast<const uint4*>(p.bias);
       for (int v = tid; v < p.N / 8; v += stride) yrow[v] = b != nullptr ? __ldg(b + v) : make_uint4(0, 0, 0, 0);
     }
-  }
-}
-
-// gather_kernel: the act-order gather alone, xp[m, k] = x[m, perm[k]], for the
-// prefill path (decode::gather_columns), which meets act-order at M in the
-// hundreds or thousands where prep_kernel's one gathered 2-byte load and store
-// per element falls far short of the copy bandwidth. A CTA stages one whole
-// row of x in shared memory (coalesced 16-byte loads), then each thread builds
-// 16-byte runs of eight output columns from it through the permutation (two
-// 16-byte perm loads, which stay in L1 across the CTA's rows). A perm entry
-// outside [0, K) yields 0, never an out-of-bounds read. Needs K % 8 == 0 and
-// 16-byte aligned x, perm and xp (the launcher checks, else uses prep_kernel).
-// grid: any (rows blockIdx.x, += gridDim.x); dynamic smem: K * 2 bytes.
-struct GatherParams {
-  const uint16_t* x;     // (M, K)
-  const int32_t* perm;   // (K)
-  uint16_t* xp;          // (M, K)
-  int M, K;
-};
-
-inline constexpr int kGatherThreads = 256;
-// Launch shape (decode_launch.cu): CTAs per SM in the grid (rows beyond it loop), and the largest
-// row (K * 2 bytes) staged in shared memory; longer rows go through prep_kernel.
-inline constexpr int kGatherCtasPerSm = 4;
-inline constexpr int kGatherMaxSmem = 96 * 1024;
-
-__global__ void __launch_bounds__(kGatherThreads) gather_kernel(const __grid_constant__ GatherParams p) {
-  extern __shared__ __align__(16) uint16_t row[];  // (K) one row of x
-  const int runs = p.K / 8;
-  const int4* perm = reinterpret_cast<const int4*>(p.perm);
-  for (int m = blockIdx.x; m < p.M; m += gridDim.x) {
-    const uint4* src = reinterpret_cast<const uint4*>(p.x + static_cast<long long>(m) * p.K);
-    for (int c = threadIdx.x; c < runs; c += kGatherThreads) reinterpret_cast<uint4*>(row)[c] = __ldg(src + c);
-    __syncthreads();
-    uint4* dst = reinterpret_cast<uint4*>(p.xp + static_cast<long long>(m) * p.K);
-    for (int c = threadIdx.x; c < runs; c += kGatherThreads) {
-      const int4 lo = __ldg(perm + 2 * c), hi = __ldg(perm + 2 * c + 1);
-      const int k[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      alignas(16) uint16_t v[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = static_cast<unsigned>(k[e]) < static_cast<unsigned>(p.K) ? row[k[e]] : 0;
-      dst[c] = *reinterpret_cast<const uint4*>(v);
-    }
-    __syncthreads();  // the row is read by every thread before the next one overwrites it
   }
 }
 

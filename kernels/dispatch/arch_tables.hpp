@@ -1,11 +1,12 @@
 // Which crossover table a device uses, from its compute capability.
-// Plain C++17, no CUDA (the CPU tests compile it).
+// Plain C++17, no CUDA (the CPU tests compile it, linking
+// kernels/prefill/prefill_plan.cpp for prefill::plan_balance).
 #pragma once
 
 #include "kernels/dispatch/heuristics.hpp"
 #include "kernels/dispatch/heuristics_sm100.hpp"
 #include "kernels/dispatch/heuristics_sm90.hpp"
-#include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/prefill/prefill.h"
 
 namespace swordfish {
 namespace dispatch {
@@ -19,14 +20,12 @@ constexpr const Table& table_for(int cc_major, int cc_minor) {
   return kConservative;               // sm80, sm86, sm89, sm120, sm121, anything newer
 }
 
-// Availability::prefill_balance for p under table t: the sm90 plan's balance
-// (prefill_sm90_plan.h, Plan::balance) on compute capability 9.0 where t's
-// unbalanced-plan rule can apply (M <= unbalanced_max_m), else 1 (no plan is
-// built on the per-call path where nothing reads it; no prefill plan model on
-// other architectures yet). Reads what make_plan reads.
+// Availability::prefill_balance for p under table t: the prefill path's plan
+// balance (prefill::plan_balance; 1 on architectures without a plan model)
+// where t's unbalanced-plan rule can apply (M <= unbalanced_max_m), else 1
+// (no plan is built on the per-call path where nothing reads it).
 inline double prefill_balance(const Table& t, const GemmProblem& p) {
-  if (p.cc_major == 9 && p.cc_minor == 0 && p.M > 0 && p.M <= t.unbalanced_max_m)
-    return prefill::sm90::make_plan(p).balance;
+  if (p.M > 0 && p.M <= t.unbalanced_max_m) return prefill::plan_balance(p);
   return 1.0;
 }
 

@@ -5,9 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -15,19 +13,12 @@
 #include <tuple>
 
 #include "kernels/common/device_guard.h"
+#include "kernels/common/env.h"
 #include "kernels/common/format.h"
+#include "kernels/decode/decode.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dispatch/arch_tables.hpp"
 #include "kernels/prefill/prefill.h"
-
-// TODO(decode): kernels/decode/decode.h is being written in parallel; drop the
-// guard once it is in the tree so that a missing decode path fails the build.
-#if __has_include("kernels/decode/decode.h")
-#include "kernels/decode/decode.h"
-#define SWORDFISH_HAVE_DECODE 1
-#else
-#define SWORDFISH_HAVE_DECODE 0
-#endif
 
 namespace swordfish {
 namespace dispatch {
@@ -51,14 +42,7 @@ std::string common_reason(const GemmProblem& p) {
   return "";
 }
 
-std::string decode_reason(const GemmProblem& p) {
-#if SWORDFISH_HAVE_DECODE
-  return decode::can_implement(p);
-#else
-  (void)p;
-  return "the decode path is not in this build (kernels/decode/decode.h missing)";
-#endif
-}
+std::string decode_reason(const GemmProblem& p) { return decode::can_implement(p); }
 
 std::string dense_reason(const GemmProblem& p) {
   if (p.cc_major < 8)
@@ -99,15 +83,8 @@ LastPaths& last_paths() {
   return table;
 }
 
-// SWORDFISH_DEBUG, read now (never cached): unset, "", 0, false, off, no -> off;
-// anything else -> on (a debug switch never fails a GEMM).
-bool debug_enabled() {
-  const char* env = std::getenv("SWORDFISH_DEBUG");
-  if (env == nullptr) return false;
-  std::string v(env);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(v.empty() || v == "0" || v == "false" || v == "off" || v == "no");
-}
+// SWORDFISH_DEBUG, read now (never cached), leniently: a debug switch never fails a GEMM.
+bool debug_enabled() { return env::lenient("SWORDFISH_DEBUG"); }
 
 // One line per distinct (shape, format, epilogue mode, path) for the life of the process.
 void log_choice(const GemmProblem& p, Path path) {
@@ -121,9 +98,7 @@ void log_choice(const GemmProblem& p, Path path) {
     if (!seen.insert(key).second) return;
   }
   std::string detail;
-#if SWORDFISH_HAVE_DECODE
   if (path == Path::kDecode) detail = " (" + decode::describe(p) + ")";
-#endif
   if (path == Path::kPrefill) detail = " (" + prefill::describe(p) + ")";
   std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, p.N, p.bits, p.group,
                p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path),
@@ -155,11 +130,7 @@ size_t workspace_bytes(const GemmProblem& p, Path path) {
   if (!can_implement(p, path).empty()) return 0;
   switch (path) {
     case Path::kAuto: return workspace_bytes(p, select(p));
-#if SWORDFISH_HAVE_DECODE
     case Path::kDecode: return decode::workspace_bytes(p);
-#else
-    case Path::kDecode: return 0;
-#endif
     case Path::kDense: return dense::workspace_bytes(p);
     case Path::kPrefill: return prefill::workspace_bytes(p);
   }
@@ -174,11 +145,9 @@ std::string run(const GemmProblem& p, Path path, void* stream) {
     DeviceGuard guard(p.device);
     if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
     switch (path) {
-#if SWORDFISH_HAVE_DECODE
       case Path::kDecode: why = decode::launch(p, static_cast<cudaStream_t>(stream)); break;
-#endif
       case Path::kDense: why = dense::launch(p, stream); break;
-      case Path::kPrefill: why = prefill::launch(p, static_cast<cudaStream_t>(stream)); break;
+      case Path::kPrefill: why = prefill::launch(p, stream); break;
       default: why = path_reason(p, path); break;
     }
     if (!why.empty()) return why;

@@ -1,18 +1,19 @@
 // The prefill path (tensor-core mainloops for mid-size and large M): what the
-// dispatcher calls. Host C++ interface; the sm90 kernel lives in
-// prefill_sm90.cuh, the shared Transform stage in transform.cuh, the launcher
-// (host twin) in prefill_sm90_launch.cu.
+// dispatcher calls. Plain C++ (no CUDA headers). prefill_launch.cpp routes
+// each question by compute capability to an architecture's folder:
+//   sm90/   wgmma mainloop (prefill_sm90.cuh), its launcher and planner
+//   sm100/  the tcgen05 mainloop (sm100 / sm110), not written yet
+// The Transform stage they share (transform.cuh, slice.h) sits beside this file.
 //
 // sm90a (H100 / H200): int4 groups 32 / 64 / 128 and int8 groups 32 / 64 /
 // 128 (channelwise scales replicated to one of those groups), fp16 and bf16,
 // folded zero points, act-order (activation columns gathered into the
-// workspace first), bias; K and N multiples of 128; any M >= 1. Every result
-// is bit-identical run to run (no atomics; split-K partials are reduced in a
-// fixed order). Blackwell's tcgen05 mainloop is a later issue: on sm100 /
-// sm110 can_implement() says so.
+// workspace first, prep::gather_columns), bias; K and N multiples of 128; any
+// M >= 1. Every result is bit-identical run to run (no atomics; split-K
+// partials are reduced in a fixed order). On sm100 / sm110 can_implement()
+// says the tcgen05 mainloop is not built yet; elsewhere that the device has
+// no prefill mainloop.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <string>
@@ -31,14 +32,24 @@ std::string can_implement(const GemmProblem& p);
 // act-order and the fp32 split-K partials. 0 when none.
 size_t workspace_bytes(const GemmProblem& p);
 
-// Enqueue p on `stream` (no host synchronisation, no allocation; safe under
-// CUDA-graph capture). "" on success, else the error.
-std::string launch(const GemmProblem& p, cudaStream_t stream);
+// Enqueue p on `stream` (a cudaStream_t; no host synchronisation, no
+// allocation; safe under CUDA-graph capture). "" on success, else the error.
+std::string launch(const GemmProblem& p, void* stream);
 
 // One line naming the configuration launch() would use for p, e.g.
 // "prefill sm90 int4 bf16 tile=128x256 k=64 stages=4 splits=1 split_tiles=0
 // items=512 grid=132 band=4".
 std::string describe(const GemmProblem& p);
+
+// How evenly the architecture's plan for p spreads over the device's SMs: the
+// plan's work at its per-slice rate divided evenly over the SMs, over the
+// plan's estimated time (1: perfect). 1 on architectures without a plan model
+// (anything but compute capability 9.0 today). What the dispatcher's
+// unbalanced-plan rule reads (heuristics.hpp, Availability::prefill_balance).
+// Reads p.M, K, N, bits, sm_count, the compute capability and whether p.perm
+// is set. Defined in prefill_plan.cpp (plain C++: the dispatcher's CPU tests
+// link it).
+double plan_balance(const GemmProblem& p);
 
 }  // namespace prefill
 }  // namespace swordfish

@@ -9,12 +9,11 @@
 
 #include <array>
 #include <atomic>
-#include <cctype>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 
+#include "kernels/common/env.h"
 #include "kernels/common/format.h"
 #include "kernels/common/problem.h"
 #include "kernels/dispatch/dispatch.h"
@@ -51,19 +50,17 @@ DeviceInfo device_info(const char* op, int64_t device) {
   return DeviceInfo{static_cast<int>(v >> 16), static_cast<int>((v >> 8) & 0xFF), static_cast<int>(v & 0xFF)};
 }
 
-// deterministic: 0 / 1 explicit; -1 reads SWORDFISH_DETERMINISTIC now (never cached).
+// deterministic: 0 / 1 explicit; -1 reads SWORDFISH_DETERMINISTIC now (never cached), strictly.
 bool resolve_deterministic(const char* op, int64_t arg) {
   if (arg == 0 || arg == 1) return arg == 1;
   SF_CHECK(arg == -1, op, "deterministic must be -1 (read SWORDFISH_DETERMINISTIC), 0 or 1, got ", arg);
-  const char* env = std::getenv("SWORDFISH_DETERMINISTIC");
-  if (env == nullptr) return false;
-  std::string v(env);  // same spellings as swordfish_backend/envs.py: trimmed, any case
-  const size_t first = v.find_first_not_of(" \t\n\r"), last = v.find_last_not_of(" \t\n\r");
-  v = first == std::string::npos ? std::string() : v.substr(first, last - first + 1);
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v.empty() || v == "0" || v == "false" || v == "off" || v == "no") return false;
-  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
-  fail(op, "SWORDFISH_DETERMINISTIC must be 0 or 1 (or false/true, off/on, no/yes), got '", env, "'");
+  switch (env::flag("SWORDFISH_DETERMINISTIC")) {
+    case env::Flag::kOff: return false;
+    case env::Flag::kOn: return true;
+    case env::Flag::kUnrecognised: break;
+  }
+  fail(op, "SWORDFISH_DETERMINISTIC must be 0 or 1 (or false/true, off/on, no/yes), got '",
+       env::raw("SWORDFISH_DETERMINISTIC"), "'");
 }
 
 // The scalar part of a problem: bits, group, K, N, M.

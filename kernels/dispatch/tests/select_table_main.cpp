@@ -1,5 +1,6 @@
 // CPU driver for tests/test_dispatch.py: answers the dispatcher's table
-// questions without a GPU or the CUDA runtime (heuristics headers only).
+// questions without a GPU or the CUDA runtime (the heuristics headers, linked
+// with kernels/prefill/prefill_plan.cpp for the prefill plan's balance).
 //
 // stdin, one query per line:
 //   choose CC_MAJOR CC_MINOR SM_COUNT M K N BITS ACT_ORDER DECODE_OK DENSE_OK PREFILL_OK

@@ -1,7 +1,7 @@
 // The sm90 prefill launch plan: token tile, split-K and grid, as a pure
 // function of the problem and the device's SM count. Plain C++ (no CUDA):
 // prefill_sm90_launch.cu launches what it says, and tests/test_prefill_plan.py
-// checks it on the CPU (kernels/prefill/tests/plan_main.cpp).
+// checks it on the CPU (kernels/prefill/sm90/tests/plan_main.cpp).
 //
 // Plan (a pure function of the problem and the device's SM count G):
 //   For each tile, CG consumer warpgroups (64 CG columns: 128, or 192 with
@@ -38,7 +38,7 @@
 #include <cstddef>
 
 #include "kernels/common/problem.h"
-#include "kernels/prefill/prefill_sm90_layout.h"
+#include "kernels/prefill/sm90/prefill_sm90_layout.h"
 
 namespace swordfish {
 namespace prefill {

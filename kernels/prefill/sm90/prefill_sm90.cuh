@@ -69,8 +69,8 @@
 
 #include "kernels/common/format.h"
 #include "kernels/common/ptx.cuh"
-#include "kernels/prefill/prefill_sm90_kernels.h"
-#include "kernels/prefill/prefill_sm90_layout.h"
+#include "kernels/prefill/sm90/prefill_sm90_kernels.h"
+#include "kernels/prefill/sm90/prefill_sm90_layout.h"
 #include "kernels/prefill/transform.cuh"
 
 namespace swordfish {

@@ -1,5 +1,5 @@
 // int4 instantiations of the sm90 prefill kernels (prefill_sm90.cuh).
-#include "kernels/prefill/prefill_sm90.cuh"
+#include "kernels/prefill/sm90/prefill_sm90.cuh"
 
 namespace swordfish {
 namespace prefill {

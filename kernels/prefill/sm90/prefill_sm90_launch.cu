@@ -1,7 +1,10 @@
 // Host twin of prefill_sm90.cuh: checks a GemmProblem, plans the launch
 // (token tile, split-K, grid), builds the TMA descriptors and enqueues.
+// kernels/prefill/prefill_launch.cpp routes compute capability 9.0 here.
 //
 // The plan itself (tile, split-K, grid): prefill_sm90_plan.h.
+#include "kernels/prefill/sm90/prefill_sm90_launch.h"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -12,92 +15,25 @@
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
-#include "kernels/decode/decode.h"
-#include "kernels/prefill/prefill.h"
-#include "kernels/prefill/prefill_sm90.cuh"
-#include "kernels/prefill/prefill_sm90_kernels.h"
-#include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/common/tma_desc.h"
+#include "kernels/prefill/sm90/prefill_sm90.cuh"
+#include "kernels/prefill/sm90/prefill_sm90_kernels.h"
+#include "kernels/prefill/sm90/prefill_sm90_plan.h"
+#include "kernels/prep/gather.h"
 
 namespace swordfish {
 namespace prefill {
+namespace sm90 {
 namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
-sm90::KernelSet kernels_for(const GemmProblem& p, const sm90::Plan& plan) {
+KernelSet kernels_for(const GemmProblem& p, const Plan& plan) {
   const bool bf16 = p.dtype == DType::kBFloat16;
-  return p.bits == 4 ? sm90::kernels_int4(bf16, plan.cg, plan.bt) : sm90::kernels_int8(bf16, plan.cg, plan.bt);
+  return p.bits == 4 ? kernels_int4(bf16, plan.cg, plan.bt) : kernels_int8(bf16, plan.cg, plan.bt);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
-
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no link
-// against libcuda). Resolved once per process: a function address, not a knob.
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encode_tiled() {
-  static EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
-
-// One tiled tensor map: `rank` dims (innermost first), byte strides of dims
-// 1.. , the box, the swizzle.
-std::string encode(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base, const cuuint64_t* dims,
-                   const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle, const char* what) {
-  EncodeTiled fn = encode_tiled();
-  if (fn == nullptr) return "cannot resolve cuTensorMapEncodeTiled from the CUDA driver";
-  const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = fn(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, elem,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return std::string("cuTensorMapEncodeTiled failed for ") + what + " (CUresult " + str(static_cast<int>(r)) + ")";
-  return "";
-}
-
-// A (rows, cols) 16-bit row-major activation / output tensor read or written
-// in (box_rows, 64) boxes with the 128-byte swizzle wgmma and the epilogue use.
-std::string tile_map_16(CUtensorMap* map, const void* base, long long rows, long long cols, int box_rows,
-                        const char* what) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, what);
-}
-
-// The packed tensor as plain bytes: (256 u64 per block, K / block_k blocks,
-// N / 64 blocks); one box is the stage's k64 slices of the tile's cg adjacent
-// n64 blocks (blocks past N are zero-filled).
-std::string packed_map(CUtensorMap* map, const GemmProblem& p, int slices, int cg) {
-  const long long kblocks = p.K / format::block_k(p.bits);
-  const cuuint64_t dims[3] = {format::kBlockBytes / 8, static_cast<cuuint64_t>(kblocks),
-                              static_cast<cuuint64_t>(p.N / format::kBlockN)};
-  const cuuint64_t strides[2] = {format::kBlockBytes, static_cast<cuuint64_t>(kblocks) * format::kBlockBytes};
-  const cuuint32_t box[3] = {format::kBlockBytes / 8, static_cast<cuuint32_t>(slices * kSliceK / format::block_k(p.bits)),
-                              static_cast<cuuint32_t>(cg)};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, p.packed, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
-                "packed");
-}
-
-// Scales / folded zero points (K / group, N), 16-bit: boxes of (rows, tile_n columns).
-std::string scale_map(CUtensorMap* map, const void* base, const GemmProblem& p, int rows, int tile_n,
-                      const char* what) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.N), static_cast<cuuint64_t>(p.K / p.group)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.N) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(tile_n), static_cast<cuuint32_t>(rows)};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE, what);
-}
 
 // Zeros for the last m tile's x rows past x_tail_rows (tmap_x_zero): 256 rows of 64 16-bit
 // columns, zero-initialized when the module loads and never written.
@@ -113,11 +49,9 @@ std::string cuda_error(const char* what) {
 }  // namespace
 
 std::string can_implement(const GemmProblem& p) {
-  const std::string arch = "sm" + str(p.cc_major) + str(p.cc_minor);
-  if (p.cc_major == 10 || p.cc_major == 11)
-    return "no prefill mainloop for " + arch + " in this build (tcgen05 is a later issue)";
   if (p.cc_major != 9 || p.cc_minor != 0)
-    return "the prefill path needs sm90a (wgmma; compute capability 9.0), device is " + arch;
+    return "the sm90 prefill mainloop needs sm90a (wgmma; compute capability 9.0), device is sm" + str(p.cc_major) +
+           str(p.cc_minor);
 #if !defined(SWORDFISH_HAS_SM90A)
   return "this build has no sm_90a code (SWORDFISH_CUDA_ARCHS does not list 90a)";
 #else
@@ -142,27 +76,27 @@ std::string can_implement(const GemmProblem& p) {
 
 size_t workspace_bytes(const GemmProblem& p) {
   if (p.M <= 0) return 0;
-  const sm90::Plan plan = sm90::make_plan(p);
+  const Plan plan = make_plan(p);
   return plan.ws_x + plan.ws_partials;
 }
 
 std::string describe(const GemmProblem& p) {
-  const sm90::Plan plan = sm90::make_plan(p);
-  const sm90::KernelSet k = kernels_for(p, plan);
+  const Plan plan = make_plan(p);
+  const KernelSet k = kernels_for(p, plan);
   return "prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=" +
          str(plan.tile_n()) + "x" + str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) +
          (k.epi_rows < plan.bt ? " epi_rows=" + str(k.epi_rows) : "") +
          " splits=" + str(plan.splits) + " split_tiles=" + str(plan.split_tiles) + " items=" + str(plan.items) +
          " grid=" + str(plan.grid) + " band=" + str(plan.group_m) +
-         " x_tail_rows=" + str(sm90::last_tile_x_rows(plan, p.M)) + (p.perm != nullptr ? " gather=1" : "");
+         " x_tail_rows=" + str(last_tile_x_rows(plan, p.M)) + (p.perm != nullptr ? " gather=1" : "");
 }
 
 std::string launch(const GemmProblem& p, cudaStream_t stream) {
   std::string why = can_implement(p);
   if (!why.empty()) return why;
   if (p.M == 0) return "";
-  const sm90::Plan plan = sm90::make_plan(p);
-  const sm90::KernelSet k = kernels_for(p, plan);
+  const Plan plan = make_plan(p);
+  const KernelSet k = kernels_for(p, plan);
   if (k.gemm == nullptr) return "no prefill kernel for tile " + str(plan.tile_n()) + "x" + str(plan.bt);
   if (p.workspace_bytes < plan.ws_x + plan.ws_partials || (plan.ws_x + plan.ws_partials > 0 && p.workspace == nullptr))
     return "prefill workspace too small: " + str(static_cast<long long>(p.workspace_bytes)) + " bytes, needs " +
@@ -173,13 +107,12 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (p.perm != nullptr) {
     // Packed row k is input feature perm[k]: gather x's columns into packed order first.
     uint16_t* xp = reinterpret_cast<uint16_t*>(ws);
-    why = decode::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device,
-                                 stream);
+    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device, stream);
     if (!why.empty()) return why;
     x = xp;
   }
 
-  sm90::Params params{};
+  Params params{};
   params.zeros = static_cast<const uint16_t*>(p.zeros);
   params.bias = static_cast<const uint16_t*>(p.bias);
   params.partials = plan.splits > 1 ? reinterpret_cast<float*>(ws + plan.ws_x) : nullptr;
@@ -198,20 +131,22 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
 
   CUtensorMap tmap_x, tmap_x_tail, tmap_x_zero, tmap_w, tmap_s, tmap_z, tmap_y;
-  params.x_tail_rows = sm90::last_tile_x_rows(plan, p.M);
+  params.x_tail_rows = last_tile_x_rows(plan, p.M);
   // One m tile: only the tail map is read (and a BT-row box need not exceed M's rows).
-  why = tile_map_16(&tmap_x, x, p.M, p.K, plan.m_tiles > 1 ? plan.bt : params.x_tail_rows, "x");
-  if (why.empty()) why = tile_map_16(&tmap_x_tail, x, p.M, p.K, params.x_tail_rows, "x (last m tile)");
+  why = tma::tile_map_16(&tmap_x, x, p.M, p.K, plan.m_tiles > 1 ? plan.bt : params.x_tail_rows, "x");
+  if (why.empty()) why = tma::tile_map_16(&tmap_x_tail, x, p.M, p.K, params.x_tail_rows, "x (last m tile)");
   void* zeros = nullptr;
   if (why.empty() && cudaGetSymbolAddress(&zeros, g_zero_rows) != cudaSuccess) why = cuda_error("prefill zero rows");
   // Unused (never loaded) when the last m tile fills BT rows: any legal box.
   if (why.empty())
-    why = tile_map_16(&tmap_x_zero, zeros, kZeroRows, 64, std::max(8, plan.bt - params.x_tail_rows), "x zero rows");
-  if (why.empty()) why = packed_map(&tmap_w, p, k.slices, plan.cg);
-  if (why.empty()) why = scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n(), "scales");
+    why = tma::tile_map_16(&tmap_x_zero, zeros, kZeroRows, 64, std::max(8, plan.bt - params.x_tail_rows),
+                           "x zero rows");
+  if (why.empty()) why = tma::packed_map(&tmap_w, p, k.slices * kSliceK / format::block_k(p.bits), plan.cg);
+  if (why.empty()) why = tma::scale_map(&tmap_s, p.scales, p, params.scale_rows, plan.tile_n(), "scales");
   if (why.empty())
-    why = scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n(), "zeros");
-  if (why.empty()) why = tile_map_16(&tmap_y, p.y, p.M, p.N, k.epi_rows, "y");
+    why = tma::scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, p, params.scale_rows, plan.tile_n(),
+                         "zeros");
+  if (why.empty()) why = tma::tile_map_16(&tmap_y, p.y, p.M, p.N, k.epi_rows, "y");
   if (!why.empty()) return why;
 
   why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);
@@ -227,7 +162,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(plan.grid);
-  cfg.blockDim = dim3(sm90::threads_for(plan.cg));
+  cfg.blockDim = dim3(threads_for(plan.cg));
   cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
   cfg.stream = stream;
   cfg.attrs = pdl;
@@ -239,12 +174,13 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     void* rargs[] = {&params, &y};
     cudaLaunchConfig_t rcfg = cfg;
     rcfg.gridDim = dim3(plan.split_tiles, plan.bt / 8);
-    rcfg.blockDim = dim3(sm90::consumer_threads(plan.cg));
+    rcfg.blockDim = dim3(consumer_threads(plan.cg));
     rcfg.dynamicSmemBytes = 0;
     if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
   }
   return cuda_error("prefill launch");
 }
 
+}  // namespace sm90
 }  // namespace prefill
 }  // namespace swordfish

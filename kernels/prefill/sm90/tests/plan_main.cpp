@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/prefill/prefill_sm90_plan.h"
+#include "kernels/prefill/sm90/prefill_sm90_plan.h"
 
 using namespace swordfish;
 using namespace swordfish::prefill::sm90;
