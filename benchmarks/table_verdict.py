@@ -28,6 +28,7 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "kernels" / "dispatch" / "tests" / "select_table_main.cpp"
+PREFILL_PLAN = ROOT / "kernels" / "prefill" / "prefill_plan.cpp"  # prefill::plan_balance, which the driver links
 PATHS = {1: "decode", 2: "dense", 3: "prefill"}
 
 
@@ -36,7 +37,8 @@ def build_driver(tmp: pathlib.Path) -> pathlib.Path:
     if cxx is None:
         sys.exit("needs a host C++ compiler (c++, g++ or clang++)")
     exe = tmp / "select_table"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-I", str(ROOT), str(DRIVER), "-o", str(exe)], check=True)
+    subprocess.run([cxx, "-std=c++17", "-O1", "-I", str(ROOT), str(DRIVER), str(PREFILL_PLAN), "-o", str(exe)],
+                   check=True)
     return exe
 
 

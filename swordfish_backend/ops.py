@@ -5,7 +5,10 @@
 with ``torch.ops.load_library`` and registers the ops of the ``swordfish``
 namespace (schemas in ``kernels/torch/ops_format.cpp`` and
 ``kernels/torch/ops_gemm.cpp``). The wrappers below follow those schemas
-argument for argument.
+argument for argument. What the C++ side knows Python reads from it rather
+than restating: the format constants (abi_info, checked against format.py),
+the path names (path_names, checked against PATH_NAMES_FALLBACK) and the
+support predicate (can_implement).
 
 Loading is attempted once, at import; it maps the library but never
 initialises CUDA. Without the library (a source checkout, a build with
@@ -28,6 +31,8 @@ from typing import Optional
 
 import torch
 
+from . import format as fmt
+
 NAMESPACE = "swordfish"
 LIBRARY_NAME = "_C.so"
 
@@ -46,10 +51,15 @@ ABI_INFO_FIELDS = (
     "byte_of_fragment8_0", "byte_of_fragment8_1", "byte_of_fragment8_2", "byte_of_fragment8_3",
 )
 
-# Values of the `path` argument and of select_path()/last_path() (swordfish::Path in problem.h).
-PATH_AUTO, PATH_DECODE, PATH_DENSE, PATH_PREFILL = 0, 1, 2, 3
-PATH_NAMES = {PATH_AUTO: "auto", PATH_DECODE: "decode", PATH_DENSE: "dense", PATH_PREFILL: "prefill"}
+# The kernel paths in swordfish::Path order (a name's index is its value as the `path` argument and
+# in select_path()/last_path()). The extension's path_names() op is the source; this copy serves
+# when there is no extension (the CPU reference path) and is checked against the op when the
+# extension loads (a mismatch refuses it, like a format mismatch) and by tests/test_ops_surface.py,
+# which also compiles problem.h on the CPU.
+PATH_NAMES_FALLBACK = ("auto", "decode", "dense", "prefill")
+PATH_NAMES = dict(enumerate(PATH_NAMES_FALLBACK))
 PATHS = {name: value for value, name in PATH_NAMES.items()}
+PATH_AUTO, PATH_DECODE, PATH_DENSE, PATH_PREFILL = (PATHS[n] for n in ("auto", "decode", "dense", "prefill"))
 
 # Values of select_path's `dtype` argument (swordfish::DType in problem.h).
 DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1}
@@ -98,18 +108,24 @@ def _load() -> None:
             return
         _state["loaded"] = True
         try:
-            from . import format as _format
-
-            check = getattr(_format, "check_against_extension", None)
-            if check is not None:
-                check(torch.ops.swordfish.abi_info().tolist())
-        except RuntimeError as e:
+            fmt.check_against_extension(torch.ops.swordfish.abi_info().tolist())
+            check_path_names(torch.ops.swordfish.path_names())
+        except (RuntimeError, AttributeError) as e:  # AttributeError: an op this build lacks
             _state["loaded"] = False
             _state["error"] = str(e)
 
 
+def check_path_names(names: str) -> None:
+    """Raise RuntimeError unless the extension's path_names() is PATH_NAMES_FALLBACK's order."""
+    if tuple(names.split(",")) != PATH_NAMES_FALLBACK:
+        raise RuntimeError(
+            f"swordfish_backend._C numbers its kernel paths {names!r}, this package "
+            f"{','.join(PATH_NAMES_FALLBACK)!r}; rebuild the extension from this source tree: {BUILD_HINT}"
+        )
+
+
 def has_extension() -> bool:
-    """True when ``_C.so`` is loaded and its format matches format.py."""
+    """True when ``_C.so`` is loaded and its format and path names match this package's."""
     _load()
     return bool(_state["loaded"])
 
@@ -151,6 +167,12 @@ def abi_info() -> torch.Tensor:
 def abi_info_dict() -> dict:
     """abi_info() as {field name: value}."""
     return dict(zip(ABI_INFO_FIELDS, abi_info().tolist()))
+
+
+def path_names() -> str:
+    """The extension's kernel path names, comma-separated in swordfish::Path order (PATH_NAMES_FALLBACK)."""
+    _require("path_names")
+    return torch.ops.swordfish.path_names()
 
 
 def prepack(qweight: torch.Tensor, perm: Optional[torch.Tensor], bits: int) -> torch.Tensor:
@@ -219,6 +241,28 @@ def select_path(
                                            device_index)
 
 
+def can_implement(
+    M: int,
+    K: int,
+    N: int,
+    bits: int,
+    group: int,
+    channelwise: bool,
+    has_zeros: bool,
+    act_order: bool,
+    dtype: int,
+    path: int,
+    device_index: int,
+) -> str:
+    """"" when gemm with these arguments could run ``path`` (PATH_AUTO: the one select_path picks) on
+    that CUDA device, else the reason gemm would give: the C++ predicate itself (the op layer's shape
+    rules, then the dispatcher's and the path's can_implement). Raises ValueError only for a dtype or
+    path code out of range."""
+    _require("can_implement")
+    return torch.ops.swordfish.can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path,
+                                             device_index)
+
+
 def last_path(device_index: int) -> int:
     """The path of the most recent gemm on that device (PATH_AUTO if none yet)."""
     _require("last_path")
@@ -242,22 +286,21 @@ def _register_fake(name: str):
 
 
 def _register_fakes() -> None:
+    # The packed geometry comes from format.py, which is checked against format.h and abi_info().
     @_register_fake("prepack")
     def _prepack_fake(qweight, perm, bits):
-        if bits not in (4, 8):
+        if bits not in fmt.BITS:
             raise ValueError(f"swordfish.prepack: bits must be 4 or 8, got {bits}")
-        vpw = 32 // bits
-        block_k = 64 if bits == 4 else 32
-        K, N = qweight.shape[0] * vpw, qweight.shape[1]
-        return qweight.new_empty((N // 64, K // block_k, 512), dtype=torch.int32)
+        K, N = qweight.shape[0] * fmt.values_per_word(bits), qweight.shape[1]
+        return qweight.new_empty((N // fmt.BLOCK_N, K // fmt.block_k(bits), fmt.BLOCK_WORDS), dtype=torch.int32)
 
     @_register_fake("gemm")
     def _gemm_fake(x, packed, scales, zeros, perm, bias, bits, group, channelwise, path, deterministic):
-        return x.new_empty((x.shape[0], packed.shape[0] * 64))
+        return x.new_empty((x.shape[0], packed.shape[0] * fmt.BLOCK_N))
 
     @_register_fake("dequantize")
     def _dequantize_fake(packed, scales, zeros, perm, bits, group, channelwise, K):
-        return scales.new_empty((packed.shape[0] * 64, K))
+        return scales.new_empty((packed.shape[0] * fmt.BLOCK_N, K))
 
 
 _load()

@@ -8,7 +8,6 @@ from . import checkpoints
 from . import format as fmt
 
 _ACTIVATION_DTYPES = (torch.float16, torch.bfloat16)
-_PATHS = {"auto": 0, "decode": 1, "dense": 2, "prefill": 3}
 
 
 def _resolve_dtype(dtype, scales: torch.Tensor) -> torch.dtype:
@@ -253,19 +252,19 @@ def matmul(x: torch.Tensor, w: QuantizedWeight, bias: torch.Tensor | None = None
             raise ValueError(f"bias must be a {w.dtype} tensor of shape ({w.out_features},), got {got}")
         if bias.device != w.device:
             raise ValueError(f"bias is on {bias.device} but the weight is on {w.device}")
-    if path not in _PATHS:
-        raise ValueError(f"path must be one of {sorted(_PATHS)}, got {path!r}")
+    from . import ops  # the path names (ops.PATHS: the extension's, or its checked fallback)
+    if path not in ops.PATHS:
+        raise ValueError(f"path must be one of {sorted(ops.PATHS)}, got {path!r}")
     if x.device.type == "cpu":
-        if path not in ("auto",):
+        if ops.PATHS[path] != ops.PATH_AUTO:
             raise ValueError(f"path={path!r} names a CUDA kernel path; CPU tensors run the reference path")
         from . import reference
         return reference.matmul(x, w, bias).to(w.dtype)
     if x.device.type != "cuda":
         raise ValueError(f"Swordfish runs on CPU (reference) or CUDA tensors, got device {x.device}")
-    from . import ops
     lead = x.shape[:-1]
     x2 = x.reshape(-1, w.in_features).contiguous()
     det = -1 if deterministic is None else int(bool(deterministic))
     y = ops.gemm(x2, *w.kernel_args()[:4], bias, w.bits, w.scale_group, w.group_size == fmt.CHANNELWISE,
-                 _PATHS[path], det)
+                 ops.PATHS[path], det)
     return y.reshape(*lead, w.out_features)

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA device and the compiled extension",
 )
 
-PATH_DECODE = 1
+PATH_DECODE = ops.PATH_DECODE
 # The list, plus 200 and 223: where prefill cannot run, the sm90 table keeps decode through
 # M = 207-223 (heuristics_sm90.hpp, dense_vs_decode).
 M_SWEEP = [1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 49, 55, 56, 63, 64, 65, 96, 127, 128, 200, 223]

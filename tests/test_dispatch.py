@@ -20,13 +20,14 @@ import re
 import pytest
 
 import host_cxx
+from swordfish_backend import ops
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DRIVER = ROOT / "kernels" / "dispatch" / "tests" / "select_table_main.cpp"
 # The prefill path's plan questions (prefill::plan_balance), routed by architecture; plain C++.
 PREFILL_PLAN = ROOT / "kernels" / "prefill" / "prefill_plan.cpp"
 
-DECODE, DENSE, PREFILL = 1, 2, 3
+DECODE, DENSE, PREFILL = ops.PATH_DECODE, ops.PATH_DENSE, ops.PATH_PREFILL  # heuristics::choose's answers
 NEVER = -1
 M_AXIS = sorted({1, 2, 16, 17, 32, 33, 48, 49, 55, 56, 64, 95, 96, 127, 128, 255, 256, 257, 511, 512, 513, 1023,
                  1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193, 16384, 65536})
@@ -363,8 +364,8 @@ def test_select_path_op_matches_table(tables, bits, shape, act):
     cc, sms = (props.major, props.minor), props.multi_processor_count
     K, N = shape
     t = tables.table(cc)
-    # The prefill mainloop runs on sm90a builds on a 9.0 device (these shapes are K, N % 128 == 0).
-    prefill = cc == (9, 0) and "90a" in (ops.build_info() or {}).get("cuda_archs", [])
+    # Whether the prefill path can run these shapes here: the C++ predicate, not a restatement of it.
+    prefill = ops.can_implement(1, K, N, bits, 128, False, False, act, 1, ops.PATH_PREFILL, dev) == ""
     m0 = threshold(t, bits, K, N, act, which="fused" if prefill else "decode")
     d = decode_limit(t, bits, K, N)
     axis = sorted(set(M_AXIS) | ({m0 - 1, m0, m0 + 1} if m0 != float("inf") else set()) | {d - 1, d, d + 1})

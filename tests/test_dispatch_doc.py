@@ -9,11 +9,12 @@ import pathlib
 import re
 
 import pytest
-from test_dispatch import DECODE, DENSE, H200_SMS, PREFILL, SM90, tables  # noqa: F401 (fixture)
+from test_dispatch import H200_SMS, SM90, tables  # noqa: F401 (fixture)
+
+from swordfish_backend.ops import PATHS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "DISPATCH.md"
-PATHS = {"decode": DECODE, "prefill": PREFILL, "dense": DENSE}
 
 # Row label -> (K, N, act-order, prefill can run): the shapes the page names for its rows.
 ROWS = {

@@ -98,8 +98,11 @@ def test_opcheck_int_ops():
     # No tensor arguments: only the schema test applies.
     torch.library.opcheck(torch.ops.swordfish.select_path.default, (1, 4096, 4096, 4, 128, False, False, False, 1, 0),
                           test_utils="test_schema")
+    torch.library.opcheck(torch.ops.swordfish.can_implement.default,
+                          (1, 4096, 4096, 4, 128, False, False, False, 1, 0, 0), test_utils="test_schema")
     torch.library.opcheck(torch.ops.swordfish.last_path.default, (0,), test_utils="test_schema")
     torch.library.opcheck(torch.ops.swordfish.abi_info.default, (), test_utils="test_schema")
+    torch.library.opcheck(torch.ops.swordfish.path_names.default, (), test_utils="test_schema")
 
 
 # ------------------------------------------------------ results and paths
@@ -134,19 +137,52 @@ def test_dequantize_matches_reference():
 
 
 @pytest.mark.parametrize("path", [ops.PATH_DECODE, ops.PATH_DENSE, ops.PATH_PREFILL])
-def test_forced_path_runs_or_names_why(path):
-    p = Problem(M=64, K=512, N=256)
+@pytest.mark.parametrize("N", [256, 320])  # 320: not a multiple of 128 (no prefill)
+def test_forced_path_runs_or_names_why(path, N):
+    """gemm runs a forced path exactly when can_implement says it can, and otherwise raises with
+    can_implement's reason."""
+    p = Problem(M=64, K=512, N=N)
+    expected = ops.can_implement(p.M, p.K, p.N, p.bits, p.group, False, False, False, ops.DTYPE_CODES[p.dtype],
+                                 path, p.x.device.index)
     why = None
     try:
         y = ops.gemm(*p.gemm_args(path=path))
     except ValueError as e:
         why = str(e)
     if why is None:
+        assert expected == ""
         assert ops.last_path(p.x.device.index) == path
         assert rel_frobenius(y, p.gemm_ref()) < 1e-2
     else:
-        assert why.startswith("swordfish.gemm: path ") and "cannot run this problem: " in why
-        assert len(why.split("cannot run this problem: ", 1)[1]) > 0
+        assert expected != "" and why.startswith("swordfish.gemm: path ")
+        assert why.endswith("cannot run this problem: " + expected), (why, expected)
+
+
+def test_can_implement_auto_names_the_selected_path():
+    """can_implement(path=auto) answers for the path select_path picks; on this device's table
+    every (shape, M) of a small grid has a runnable path."""
+    dev = torch.cuda.current_device()
+    for M in (1, 16, 64, 256, 4096):
+        for K, N in ((512, 256), (4096, 4096), (4096, 4160)):
+            assert ops.can_implement(M, K, N, 4, 128, False, False, False, 1, ops.PATH_AUTO, dev) == ""
+            chosen = ops.select_path(M, K, N, 4, 128, False, False, False, 1, dev)
+            assert ops.can_implement(M, K, N, 4, 128, False, False, False, 1, chosen, dev) == ""
+
+
+def test_plugin_support_rules_agree_with_the_library():
+    """swordfish_backend.vllm.selection.support_reason (format.py's rules, what Python can say without
+    the extension) accepts a layer exactly when the C++ predicate does (library_reason)."""
+    from swordfish_backend.vllm import selection
+
+    dev = torch.cuda.current_device()
+    for bits, has_zp in ((4, False), (8, False), (4, True)):
+        for group in (32, 64, 128, -1, 96):
+            for K, N in ((4096, 4096), (4096 + 64, 4096), (4000, 4096), (4096, 4100), (14336, 4160), (96, 64)):
+                kwargs = dict(bits=bits, has_zero_points=has_zp, group_size=group, act_dtype="bfloat16",
+                              in_features=K, out_features=N)
+                fallback = selection.support_reason(out_dtype=None, **kwargs)
+                library = selection.library_reason(device_index=dev, **kwargs)
+                assert (fallback is None) == (library is None), (kwargs, fallback, library)
 
 
 def test_deterministic_env_read_per_call(monkeypatch):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import host_cxx
 import pytest
 import torch
 
@@ -21,6 +22,7 @@ needs_extension = pytest.mark.skipif(not ops.has_extension(), reason=f"extension
 
 SCHEMAS = {
     "abi_info": "swordfish::abi_info() -> Tensor",
+    "path_names": "swordfish::path_names() -> str",
     "prepack": "swordfish::prepack(Tensor qweight, Tensor? perm, int bits) -> Tensor",
     "gemm": "swordfish::gemm(Tensor x, Tensor packed, Tensor scales, Tensor? zeros, Tensor? perm, Tensor? bias, "
             "int bits, int group, bool channelwise, int path, int deterministic) -> Tensor",
@@ -28,6 +30,8 @@ SCHEMAS = {
                   "int group, bool channelwise, int K) -> Tensor",
     "select_path": "swordfish::select_path(int M, int K, int N, int bits, int group, bool channelwise, "
                    "bool has_zeros, bool act_order, int dtype, int device_index) -> int",
+    "can_implement": "swordfish::can_implement(int M, int K, int N, int bits, int group, bool channelwise, "
+                     "bool has_zeros, bool act_order, int dtype, int path, int device_index) -> str",
     "last_path": "swordfish::last_path(int device_index) -> int",
 }
 
@@ -59,7 +63,8 @@ def test_import_without_extension_and_clear_errors():
                      lambda: o.gemm(None, None, None, None, None, None, 4, 128, False),
                      lambda: o.dequantize(None, None, None, None, 4, 128, False, 64),
                      lambda: o.select_path(1, 64, 64, 4, 64, False, False, False, 1, 0),
-                     lambda: o.last_path(0), o.abi_info):
+                     lambda: o.can_implement(1, 64, 64, 4, 64, False, False, False, 1, 0, 0),
+                     lambda: o.last_path(0), o.abi_info, o.path_names):
             try:
                 call()
             except RuntimeError as e:
@@ -67,6 +72,7 @@ def test_import_without_extension_and_clear_errors():
             else:
                 raise AssertionError("no error without the extension")
         assert o.build_info() == {}
+        assert o.PATHS == {n: i for i, n in enumerate(o.PATH_NAMES_FALLBACK)}  # the fallback serves
         assert not torch.cuda.is_initialized()
         print("ok")
     """)
@@ -85,9 +91,26 @@ def test_abi_info_fields_match_format_py():
 
 
 def test_path_and_dtype_codes():
-    assert (ops.PATH_AUTO, ops.PATH_DECODE, ops.PATH_DENSE, ops.PATH_PREFILL) == (0, 1, 2, 3)
-    assert ops.PATHS == {"auto": 0, "decode": 1, "dense": 2, "prefill": 3}
+    assert ops.PATH_NAMES == dict(enumerate(ops.PATH_NAMES_FALLBACK))
+    assert ops.PATHS == {name: value for value, name in ops.PATH_NAMES.items()}
+    assert [ops.PATH_NAMES[v] for v in (ops.PATH_AUTO, ops.PATH_DECODE, ops.PATH_DENSE, ops.PATH_PREFILL)] == [
+        "auto", "decode", "dense", "prefill"]
     assert ops.DTYPE_CODES == {torch.float16: 0, torch.bfloat16: 1}
+
+
+def test_path_names_fallback_matches_problem_h(tmp_path):
+    """The fallback list is swordfish::Path's order and names (problem.h compiled on the CPU), so
+    Python without the extension numbers the paths as the extension does."""
+    out = host_cxx.run(tmp_path, """
+        #include <cstdio>
+        #include "kernels/common/problem.h"
+        int main() {
+          for (int i = 0; i < swordfish::kPathCount; ++i)
+            std::printf("%s%s", i ? "," : "", swordfish::path_name(static_cast<swordfish::Path>(i)));
+          std::printf("\\n");
+        }
+    """, "problem.h")
+    assert tuple(out.strip().split(",")) == ops.PATH_NAMES_FALLBACK
 
 
 def test_wrappers_follow_schema_order():
@@ -105,6 +128,27 @@ def test_wrappers_follow_schema_order():
 def test_schemas():
     for name, schema in SCHEMAS.items():
         assert str(getattr(torch.ops.swordfish, name).default._schema) == schema
+
+
+@needs_extension
+def test_path_names_op_matches_fallback():
+    assert ops.path_names() == ",".join(ops.PATH_NAMES_FALLBACK)
+    ops.check_path_names(ops.path_names())
+    with pytest.raises(RuntimeError, match="rebuild the extension"):
+        ops.check_path_names("auto,decode,prefill,dense")
+
+
+@needs_extension
+def test_can_implement_argument_errors_raise():
+    """Codes that name nothing raise; everything else is an answer (GPU tests check the answers)."""
+    with pytest.raises((ValueError, RuntimeError), match="path must be 0 \\(auto\\), 1 \\(decode\\), 2 "
+                       "\\(dense\\) or 3 \\(prefill\\), got 7"):
+        ops.can_implement(1, 4096, 4096, 4, 128, False, False, False, 1, 7, 0)
+    with pytest.raises((ValueError, RuntimeError), match="dtype must be 0"):
+        ops.can_implement(1, 4096, 4096, 4, 128, False, False, False, 5, 0, 0)
+    # A shape rule is an answer, given before the device is looked at (none is needed for it).
+    assert "group must be 32, 64 or 128" in ops.can_implement(1, 4096, 4096, 4, 96, False, False, False, 1, 0, 0)
+    assert "multiple of 64" in ops.can_implement(1, 4096, 4100, 4, 128, False, False, False, 1, 0, 0)
 
 
 @needs_extension

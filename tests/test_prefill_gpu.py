@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 from test_decode_gpu import (  # noqa: E402
     PATH_DECODE, UNIT_ROUNDOFF, Weight, _bias, _check, _poison, _x, format_cases, format_weight)
 
-PATH_PREFILL = 3
+PATH_PREFILL = ops.PATH_PREFILL
 # The list, plus the M below 64 the sm90 table hands to prefill (from 33 on large layers, 49
 # int4 / 65 int8 on the 8B-class ones: heuristics_sm90.hpp) and a forced M = 1 and 9: one BT 64
 # tile whose x box loads round_up(M, 8) rows.

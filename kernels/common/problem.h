@@ -25,6 +25,10 @@ enum class Path : int {
   kPrefill = 3,  // wgmma / tcgen05 prefill mainloop (kernels/prefill)
 };
 
+// Path values are 0 .. kPathCount - 1. The path_names op hands path_name() of
+// each to Python in this order (swordfish_backend/ops.py reads it).
+inline constexpr int kPathCount = 4;
+
 constexpr const char* path_name(Path p) {
   switch (p) {
     case Path::kAuto: return "auto";
@@ -34,6 +38,21 @@ constexpr const char* path_name(Path p) {
   }
   return "unknown";
 }
+
+// Every value below kPathCount has a name and none above it: a new Path needs
+// its name here and a larger kPathCount.
+constexpr bool paths_named() {
+  auto unknown = [](Path p) {
+    const char* a = path_name(p);
+    const char* b = "unknown";
+    while (*a != '\0' && *a == *b) ++a, ++b;
+    return *a == *b;
+  };
+  for (int i = 0; i < kPathCount; ++i)
+    if (unknown(static_cast<Path>(i))) return false;
+  return unknown(static_cast<Path>(kPathCount));
+}
+static_assert(paths_named(), "kPathCount must count the named Path values");
 
 struct GemmProblem {
   const void* x = nullptr;          // (M, K) row-major, dtype

@@ -1,5 +1,6 @@
-// The format ops: abi_info (the packed-format constants of this build) and
-// prepack (GPTQ K-packed int32 -> packed format v1 on the GPU).
+// The format ops: abi_info (the packed-format constants of this build),
+// path_names (the kernel paths, in swordfish::Path order) and prepack (GPTQ
+// K-packed int32 -> packed format v1 on the GPU).
 // This file owns the `swordfish` op namespace (STABLE_TORCH_LIBRARY); the
 // other op files add to it with STABLE_TORCH_LIBRARY_FRAGMENT.
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "kernels/common/format.h"
+#include "kernels/common/problem.h"
 #include "kernels/prep/prepack.h"
 #include "kernels/torch/torch_helpers.h"
 
@@ -36,6 +38,14 @@ Tensor abi_info() {
                                     std::nullopt, torch::stable::Device(torch::stable::DeviceType::CPU));
   int64_t* dst = static_cast<int64_t*>(out.data_ptr());
   for (int64_t i = 0; i < kAbiInfoLen; ++i) dst[i] = kAbiInfo[i];
+  return out;
+}
+
+// path_names() -> "auto,decode,dense,prefill": path_name() of every Path value, in value order
+// (swordfish_backend/ops.py checks its fallback list against it).
+std::string path_names() {
+  std::string out;
+  for (int i = 0; i < kPathCount; ++i) out += std::string(i ? "," : "") + path_name(static_cast<Path>(i));
   return out;
 }
 
@@ -84,11 +94,13 @@ Tensor prepack(Tensor qweight, std::optional<Tensor> perm, int64_t bits) {
 
 STABLE_TORCH_LIBRARY(swordfish, m) {
   m.def("abi_info() -> Tensor");
+  m.def("path_names() -> str");
   m.def("prepack(Tensor qweight, Tensor? perm, int bits) -> Tensor");
 }
 
 STABLE_TORCH_LIBRARY_IMPL(swordfish, CompositeExplicitAutograd, m) {
   m.impl("abi_info", TORCH_BOX(&swordfish::torch_ops::abi_info));
+  m.impl("path_names", TORCH_BOX(&swordfish::torch_ops::path_names));
 }
 
 STABLE_TORCH_LIBRARY_IMPL(swordfish, CUDA, m) {

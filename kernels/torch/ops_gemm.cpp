@@ -1,4 +1,4 @@
-// The GEMM ops: gemm, dequantize, select_path, last_path.
+// The GEMM ops: gemm, dequantize, select_path, can_implement, last_path.
 //
 // Each op checks its tensors, fills a GemmProblem (problem.h) and hands it to
 // the dispatcher (kernels/dispatch/dispatch.h), which alone decides the path.
@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "kernels/common/env.h"
@@ -63,24 +64,37 @@ bool resolve_deterministic(const char* op, int64_t arg) {
        env::raw("SWORDFISH_DETERMINISTIC"), "'");
 }
 
-// The scalar part of a problem: bits, group, K, N, M.
-void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise) {
-  SF_CHECK(bits == 4 || bits == 8, op, "bits must be 4 or 8, got ", bits);
-  const int64_t bk = format::block_k(static_cast<int>(bits));
-  SF_CHECK(K > 0 && K % bk == 0, op, "int", bits, " weights need K to be a positive multiple of ", bk, ", got K = ",
-           K);
-  SF_CHECK(N > 0 && N % format::kBlockN == 0, op, "N must be a positive multiple of 64, got N = ", N);
-  SF_CHECK(M >= 0, op, "M must be >= 0, got M = ", M);
-  SF_CHECK(fits_int(M) && fits_int(K) && fits_int(N), op, "M, K and N must fit in int32, got M = ", M, ", K = ", K,
-           ", N = ", N);
-  if (channelwise) {
-    SF_CHECK(group > 0 && K % group == 0, op,
-             "channelwise scales are replicated per group rows; group must divide K = ", K, ", got group = ", group);
-  } else {
-    SF_CHECK(group == 32 || group == 64 || group == 128, op,
-             "group must be 32, 64 or 128 (channelwise weights pass channelwise=True), got group = ", group);
-    SF_CHECK(K % group == 0, op, "group = ", group, " must divide K = ", K);
+// The scalar part of a problem (bits, group, K, N, M): "" or the reason. The
+// torch layer's own rules, checked before the dispatcher's: gemm and
+// dequantize raise with the reason, can_implement returns it.
+std::string geometry_reason(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise) {
+  std::ostringstream os;
+  if (bits != 4 && bits != 8) {
+    os << "bits must be 4 or 8, got " << bits;
+  } else if (K <= 0 || K % format::block_k(static_cast<int>(bits)) != 0) {
+    os << "int" << bits << " weights need K to be a positive multiple of " << format::block_k(static_cast<int>(bits))
+       << ", got K = " << K;
+  } else if (N <= 0 || N % format::kBlockN != 0) {
+    os << "N must be a positive multiple of 64, got N = " << N;
+  } else if (M < 0) {
+    os << "M must be >= 0, got M = " << M;
+  } else if (!fits_int(M) || !fits_int(K) || !fits_int(N)) {
+    os << "M, K and N must fit in int32, got M = " << M << ", K = " << K << ", N = " << N;
+  } else if (channelwise) {
+    if (group <= 0 || K % group != 0)
+      os << "channelwise scales are replicated per group rows; group must divide K = " << K << ", got group = "
+         << group;
+  } else if (group != 32 && group != 64 && group != 128) {
+    os << "group must be 32, 64 or 128 (channelwise weights pass channelwise=True), got group = " << group;
+  } else if (K % group != 0) {
+    os << "group = " << group << " must divide K = " << K;
   }
+  return os.str();
+}
+
+void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise) {
+  const std::string why = geometry_reason(M, K, N, bits, group, channelwise);
+  SF_CHECK(why.empty(), op, why);
 }
 
 // Flag-only stand-ins for select_path: the dispatcher reads whether zeros /
@@ -147,8 +161,21 @@ void fill_device(const char* op, GemmProblem& p, int64_t device) {
   p.cc_minor = info.cc_minor;
 }
 
+// "0 (auto), 1 (decode), 2 (dense) or 3 (prefill)": the values a `path` argument takes.
+std::string path_choices() {
+  std::string out;
+  for (int i = 0; i < kPathCount; ++i)
+    out += (i == 0 ? "" : i + 1 == kPathCount ? " or " : ", ") + std::to_string(i) + " (" +
+           path_name(static_cast<Path>(i)) + ")";
+  return out;
+}
+
+void check_path(const char* op, int64_t path) {
+  SF_CHECK(path >= 0 && path < kPathCount, op, "path must be ", path_choices(), ", got ", path);
+}
+
 Path resolve_path(const char* op, const GemmProblem& p, int64_t path) {
-  SF_CHECK(path >= 0 && path <= 3, op, "path must be 0 (auto), 1 (decode), 2 (dense) or 3 (prefill), got ", path);
+  check_path(op, path);
   if (path == 0) {
     const Path chosen = dispatch::select(p);
     SF_CHECK(chosen != Path::kAuto, op, "the dispatcher chose no path for this problem");
@@ -229,12 +256,10 @@ Tensor dequantize(Tensor packed, Tensor scales, std::optional<Tensor> zeros, std
   return out;
 }
 
-// select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index) -> Path value
-int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise, bool has_zeros,
-                    bool act_order, int64_t dtype, int64_t device_index) {
-  constexpr const char* op = "select_path";
-  check_geometry(op, M, K, N, bits, group, channelwise);
-  SF_CHECK(dtype == 0 || dtype == 1, op, "dtype must be 0 (float16) or 1 (bfloat16), got ", dtype);
+// The problem select_path and can_implement ask about: shapes and flags, with
+// stand-ins for zeros and perm, on device_index.
+GemmProblem stand_in_problem(const char* op, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group,
+                             bool channelwise, bool has_zeros, bool act_order, int64_t dtype, int64_t device_index) {
   GemmProblem p;
   p.M = static_cast<int>(M);
   p.K = static_cast<int>(K);
@@ -246,8 +271,40 @@ int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group
   p.perm = act_order ? kPresent : nullptr;
   p.dtype = static_cast<DType>(dtype);
   fill_device(op, p, device_index);
+  return p;
+}
+
+void check_dtype_code(const char* op, int64_t dtype) {
+  SF_CHECK(dtype == 0 || dtype == 1, op, "dtype must be 0 (float16) or 1 (bfloat16), got ", dtype);
+}
+
+// select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index) -> Path value
+int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise, bool has_zeros,
+                    bool act_order, int64_t dtype, int64_t device_index) {
+  constexpr const char* op = "select_path";
+  check_geometry(op, M, K, N, bits, group, channelwise);
+  check_dtype_code(op, dtype);
+  const GemmProblem p =
+      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index);
   const Path chosen = dispatch::select(p);
   return static_cast<int64_t>(chosen);
+}
+
+// can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path, device_index) -> str:
+// "" when gemm with these arguments could run `path` (auto: the path select_path picks) on that
+// device, else the reason gemm would give (the torch layer's shape rules, then the dispatcher's
+// and the path's can_implement). Raises only for arguments that name nothing: a dtype or path
+// code out of range, a device it cannot query.
+std::string can_implement(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise,
+                          bool has_zeros, bool act_order, int64_t dtype, int64_t path, int64_t device_index) {
+  constexpr const char* op = "can_implement";
+  check_dtype_code(op, dtype);
+  check_path(op, path);
+  const std::string why = geometry_reason(M, K, N, bits, group, channelwise);
+  if (!why.empty()) return why;
+  const GemmProblem p =
+      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index);
+  return dispatch::can_implement(p, static_cast<Path>(path));
 }
 
 // last_path(device_index) -> Path value of the most recent gemm on that device (0 if none).
@@ -271,6 +328,9 @@ STABLE_TORCH_LIBRARY_FRAGMENT(swordfish, m) {
   m.def(
       "select_path(int M, int K, int N, int bits, int group, bool channelwise, bool has_zeros, bool act_order, "
       "int dtype, int device_index) -> int");
+  m.def(
+      "can_implement(int M, int K, int N, int bits, int group, bool channelwise, bool has_zeros, bool act_order, "
+      "int dtype, int path, int device_index) -> str");
   m.def("last_path(int device_index) -> int");
 }
 
@@ -287,5 +347,6 @@ STABLE_TORCH_LIBRARY_IMPL(swordfish, CPU, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(swordfish, CompositeExplicitAutograd, m) {
   m.impl("select_path", TORCH_BOX(&swordfish::torch_ops::select_path));
+  m.impl("can_implement", TORCH_BOX(&swordfish::torch_ops::can_implement));
   m.impl("last_path", TORCH_BOX(&swordfish::torch_ops::last_path));
 }

@@ -57,6 +57,19 @@ def layer_reason(c: MPLinearLayerConfig) -> str | None:
                                      in_features=K, out_features=N)
 
 
+def library_reason(c: MPLinearLayerConfig) -> str | None:
+    """The compiled library's own predicate for this layer on the current CUDA device (None: it
+    accepts). Asked after runtime_reason(), so the extension is there; None without a usable CUDA
+    device (layer_reason's device-independent rules are then all there is to ask)."""
+    if not torch.cuda.is_available():
+        return None
+    bits, has_zp = selection.WEIGHT_TYPES[str(c.weight_type)]
+    K, N = c.partition_weight_shape
+    return selection.library_reason(bits=bits, has_zero_points=has_zp, group_size=c.group_size,
+                                    act_dtype=_dtype_name(c.act_type), in_features=K, out_features=N,
+                                    device_index=torch.cuda.current_device())
+
+
 def _capability() -> tuple[int, int] | None:
     from vllm.platforms import current_platform
     cap = current_platform.get_device_capability()
@@ -104,7 +117,7 @@ class SwordfishLinearKernel(MPLinearKernel):
 
     @classmethod
     def can_implement(cls, c: MPLinearLayerConfig) -> tuple[bool, str | None]:
-        reason = layer_reason(c) or runtime_reason() or policy_reason()
+        reason = layer_reason(c) or runtime_reason() or library_reason(c) or policy_reason()
         if reason is None:
             return True, None
         from . import patches

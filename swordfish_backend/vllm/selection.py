@@ -44,10 +44,14 @@ def disabled() -> bool:
 
 def support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dtype: str,
                    out_dtype: str | None, in_features: int, out_features: int) -> str | None:
-    """None when Swordfish can serve this layer partition, else why not.
+    """None when Swordfish can serve this layer partition, else why not. Device-independent.
 
-    Shapes go through swordfish_backend.format.check_shape, the predicate the
-    packer and the C++ side use; groups through format.GROUP_SIZES.
+    The plugin's own rules (activation and output dtypes, zero points for int4
+    only: WEIGHT_TYPES), then the packed format's: shapes through
+    swordfish_backend.format.check_shape, groups through format.GROUP_SIZES
+    (format.py is checked against format.h). Where the extension is loaded on a
+    CUDA device, library_reason() asks the C++ predicate itself;
+    tests/test_ops_gpu.py checks that the two agree.
     """
     if act_dtype not in ACTIVATION_DTYPES:
         return (f"activations are {act_dtype}: Swordfish is weight-only with float16/bfloat16 activations "
@@ -67,6 +71,33 @@ def support_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dty
     if group_size != fmt.CHANNELWISE and in_features % group_size:
         return f"group size {group_size} does not divide this partition's in_features K = {in_features}"
     return None
+
+
+def library_reason(*, bits: int, has_zero_points: bool, group_size: int, act_dtype: str, in_features: int,
+                   out_features: int, act_order: bool = False, device_index: int) -> str | None:
+    """None when the compiled library accepts this layer partition on CUDA device ``device_index``,
+    else its reason: the predicate the gemm op applies (``ops.can_implement``: the op layer's shape
+    rules, the dispatcher's and the paths' can_implement, the device's compute capability), asked for
+    a one-row call on the path the dispatcher picks. Channelwise scales go in replicated to the group
+    QuantizedWeight uses. Needs the extension (ops.has_extension())."""
+    import torch
+
+    from .. import ops
+    from ..weight import _replica_group
+
+    channelwise = group_size == fmt.CHANNELWISE
+    group = group_size
+    if channelwise:
+        try:
+            group = _replica_group(in_features)
+        except ValueError as e:
+            return str(e)
+    dtype = ops.DTYPE_CODES.get(getattr(torch, act_dtype, None))
+    if dtype is None:
+        return f"activations are {act_dtype}: the kernels take float16 or bfloat16"
+    why = ops.can_implement(1, in_features, out_features, bits, group, channelwise, has_zero_points, act_order, dtype,
+                            ops.PATH_AUTO, device_index)
+    return why or None
 
 
 def auto_select_reason(capability: tuple[int, int] | None) -> str | None:

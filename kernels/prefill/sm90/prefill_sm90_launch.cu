@@ -33,7 +33,9 @@ KernelSet kernels_for(const GemmProblem& p, const Plan& plan) {
   return p.bits == 4 ? kernels_int4(bf16, plan.cg, plan.bt) : kernels_int8(bf16, plan.cg, plan.bt);
 }
 
+#if defined(SWORDFISH_HAS_SM90A)  // can_implement's only caller; a build without 90a never gets there
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+#endif
 
 // Zeros for the last m tile's x rows past x_tail_rows (tmap_x_zero): 256 rows of 64 16-bit
 // columns, zero-initialized when the module loads and never written.
