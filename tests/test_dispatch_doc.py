@@ -79,8 +79,8 @@ def test_readme_ranges(tables):  # noqa: F811 (the fixture)
              (8192, 10240), (8192, 8192), (8192, 57344), (28672, 8192)]
     for K, N in llama:
         paths = tables.choose_many([(SM90, H200_SMS, M, K, N, 4, False, True, True, True) for M in range(1, 20000)])
-        firsts.add(paths.index(PREFILL) + 1)
-        lasts.add(len(paths) - paths[::-1].index(PREFILL))
-        dense_from.add(paths.index(DENSE) + 1)
+        firsts.add(paths.index(PATHS["prefill"]) + 1)
+        lasts.add(len(paths) - paths[::-1].index(PATHS["prefill"]))
+        dense_from.add(paths.index(PATHS["dense"]) + 1)
     assert (min(firsts), max(firsts)) == (pre_lo, pre_hi) == (dec_lo + 1, dec_hi + 1)
     assert lasts == {pre_last} and dense_from == {dense} == {pre_last + 1}
