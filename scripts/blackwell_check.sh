@@ -41,7 +41,9 @@ step() {
     *) verdict="FAIL (exit $rc)" ;;
   esac
   [ "$rc" -ne 0 ] && failed=1
-  SUMMARY+=("| $name | $verdict | $(( $(date +%s) - t0 )) s | $(tail -n 1 "$OUT/$name.txt" | tr '|' '/' | cut -c1-120) |")
+  local last
+  last=$(tail -n 1 "$OUT/$name.txt" | tr "|" "/" | cut -c1-120)
+  SUMMARY+=("| $name | $verdict | $(( $(date +%s) - t0 )) s | $last |")
   echo "   $verdict"
   return "$rc"
 }

@@ -405,21 +405,25 @@ def test_sass_has_the_tcgen05_pair(unit, arch, capsys):
         for name, regs, st, ld, stack in report:
             print(f"\n  sm_{arch} {name}: {regs} registers, spill stores {st} B, spill loads {ld} B, stack {stack} B")
     for name, regs, st, ld, stack in report:
-        assert st == 0 and ld == 0 and stack == 0, f"{name} spills: {ptxas}"
+        # The only stack: the watchdog's printf arguments, on its cold path (prefill_sm100.cuh watchdog_trap).
+        assert st == 0 and ld == 0 and stack <= 64, f"{name} spills: {ptxas}"
         assert regs <= 144, f"{name}: {regs} registers > 65536 / 448 threads"
-    counts = {op: len(re.findall(op, sass)) for op in (
-        r"UTCHMMA\.2CTA", r"UTMALDG\.2D\.2CTA", r"UTMALDG\.3D\b", r"LDTM\.x32", r"UTCBAR\.2CTA\.MULTICAST",
-        r"UTCATOMSWS\.2CTA", r"FENCE\.VIEW\.ASYNC\.S", r"UCGABAR_WAIT", r"MEMBAR\.ALL\.GPU", r"\bLDL\b|\bSTL\b")}
+    patterns = {"UTCHMMA.2CTA": r"UTCHMMA\.2CTA", "UTMALDG.2D.2CTA": r"UTMALDG\.2D\.2CTA",
+                "UTMALDG.3D": r"UTMALDG\.3D\b", "LDTM.x32": r"LDTM\.x32",
+                "UTCBAR.2CTA.MULTICAST": r"UTCBAR\.2CTA\.MULTICAST", "UTCATOMSWS.2CTA": r"UTCATOMSWS\.2CTA",
+                "FENCE.VIEW.ASYNC.S": r"FENCE\.VIEW\.ASYNC\.S", "UCGABAR_WAIT": r"UCGABAR_WAIT",
+                "MEMBAR.ALL.GPU": r"MEMBAR\.ALL\.GPU", "LDL": r"\bLDL\b", "STL": r"\bSTL(\.\d+)?\b",
+                "R2UR": r"\bR2UR\b"}
+    counts = {name: len(re.findall(rx, sass)) for name, rx in patterns.items()}
     with capsys.disabled():
-        print(f"  sm_{arch} {unit} SASS: " + ", ".join(f"{k.split(chr(92))[0]}{'.2CTA' if '2CTA' in k else ''}="
-                                                      f"{v}" for k, v in counts.items()))
+        print(f"  sm_{arch} {unit} SASS: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     n = KERNELS_PER_UNIT[unit]
-    assert counts[r"UTCHMMA\.2CTA"] >= 4 * n, "tcgen05.mma.cta_group::2 (4 k16 MMAs per k64 stage) missing"
-    assert counts[r"UTMALDG\.2D\.2CTA"] >= n, "the activations' 2-SM TMA load (SM100_TMA_2SM_LOAD) missing"
-    assert counts[r"UTMALDG\.3D\b"] >= n, "the packed blocks' TMA load missing"
-    assert counts[r"LDTM\.x32"] >= n, "the epilogue's TMEM loads (tcgen05.ld 32x32b.x32) missing"
-    assert counts[r"UTCBAR\.2CTA\.MULTICAST"] >= 3 * n, "the leader's commits to both CTAs missing"
-    assert counts[r"UTCATOMSWS\.2CTA"] >= n, "the pair's TMEM allocation (tcgen05.alloc.cta_group::2) missing"
-    assert counts[r"\bLDL\b|\bSTL\b"] == 0, "local-memory traffic"
+    assert counts["UTCHMMA.2CTA"] >= 4 * n, "tcgen05.mma.cta_group::2 (4 k16 MMAs per k64 stage) missing"
+    assert counts["UTMALDG.2D.2CTA"] >= n, "the activations' 2-SM TMA load (SM100_TMA_2SM_LOAD) missing"
+    assert counts["UTMALDG.3D"] >= n, "the packed blocks' TMA load missing"
+    assert counts["LDTM.x32"] >= n, "the epilogue's TMEM loads (tcgen05.ld 32x32b.x32) missing"
+    assert counts["UTCBAR.2CTA.MULTICAST"] >= 3 * n, "the leader's commits to both CTAs missing"
+    assert counts["UTCATOMSWS.2CTA"] >= n, "the pair's TMEM allocation (tcgen05.alloc.cta_group::2) missing"
+    assert counts["LDL"] == 0 and counts["STL"] <= 8 * n, "local-memory traffic beyond the watchdog's printf"
     # Only the two cluster barriers (start, end) may fence GPU-wide; none in the pipelines' hot loops.
-    assert counts[r"MEMBAR\.ALL\.GPU"] <= 2 * n, "a GPU-wide fence in the pipelines (a .release.cluster arrive?)"
+    assert counts["MEMBAR.ALL.GPU"] <= 2 * n, "a GPU-wide fence in the pipelines (a .release.cluster arrive?)"

@@ -194,13 +194,17 @@ constexpr bool transform_stores_cover_and_are_conflict_free() {
   return true;
 }
 
-static_assert(a_layout_is_the_byte_domain_swizzle<true, 256, 0, 64>(), "the Transform's byte-domain store offsets must be CuTe's UMMA A layout (offset ^ ((n % 8) << 3))");
-static_assert(a_layout_is_the_byte_domain_swizzle<true, 256, 64, 64>(), "the Transform's byte-domain store offsets must be CuTe's UMMA A layout (offset ^ ((n % 8) << 3))");
-static_assert(a_layout_is_the_byte_domain_swizzle<false, 128, 0, 64>(), "the Transform's byte-domain store offsets must be CuTe's UMMA A layout (offset ^ ((n % 8) << 3))");
-static_assert(b_layout_is_the_tma_box<4, true, 256, 0, 64>(), "the activation stage CuTe describes must be the 2-SM TMA box");
-static_assert(b_layout_is_the_tma_box<4, true, 256, 64, 64>(), "the activation stage CuTe describes must be the 2-SM TMA box");
-static_assert(b_layout_is_the_tma_box<4, false, 128, 0, 64>(), "the activation stage CuTe describes must be the 2-SM TMA box");
-static_assert(b_layout_is_the_tma_box<8, true, 128, 0, 64>(), "the activation stage CuTe describes must be the 2-SM TMA box");
+#define SF_A_MSG "the Transform's byte-domain store offsets must be CuTe's UMMA A layout (offset ^ ((n % 8) << 3))"
+#define SF_B_MSG "the activation stage CuTe describes must be the 2-SM TMA box"
+static_assert(a_layout_is_the_byte_domain_swizzle<true, 256, 0, 64>(), SF_A_MSG);
+static_assert(a_layout_is_the_byte_domain_swizzle<true, 256, 64, 64>(), SF_A_MSG);
+static_assert(a_layout_is_the_byte_domain_swizzle<false, 128, 0, 64>(), SF_A_MSG);
+static_assert(b_layout_is_the_tma_box<4, true, 256, 0, 64>(), SF_B_MSG);
+static_assert(b_layout_is_the_tma_box<4, true, 256, 64, 64>(), SF_B_MSG);
+static_assert(b_layout_is_the_tma_box<4, false, 128, 0, 64>(), SF_B_MSG);
+static_assert(b_layout_is_the_tma_box<8, true, 128, 0, 64>(), SF_B_MSG);
+#undef SF_A_MSG
+#undef SF_B_MSG
 static_assert(transform_stores_cover_and_are_conflict_free<4>() && transform_stores_cover_and_are_conflict_free<8>(),
               "Transform stores: every A element once, 32 banks per warp store");
 
@@ -221,6 +225,30 @@ template <bool BF16>
 SF_DEVICE uint16_t from_f32(float v) {
   const uint32_t pair = BF16 ? ptx::cvt_pack_bf16x2(v, 0.f) : ptx::cvt_pack_f16x2(v, 0.f);
   return static_cast<uint16_t>(pair & 0xffffu);
+}
+
+// Every pipeline wait of the kernel: a hang of the never-run 2-SM wiring becomes, after
+// kWatchdogCycles (about 35 s at 1.9 GHz; no legitimate wait comes near it, even under
+// compute-sanitizer), one printed line naming the barrier and a trapped launch instead of a hung
+// process. The fast path is one try_wait; the clock is read only when the stage is not ready.
+inline constexpr long long kWatchdogCycles = 1LL << 36;
+
+// The cold path, out of line (one printf in the kernel, no local memory in the waits) and never
+// returning (nothing to keep live across the call).
+[[noreturn]] __device__ __noinline__ void watchdog_trap(const char* what, int stage, uint32_t phase) {
+  printf("swordfish sm100 prefill: block %d (cluster rank %u) thread %d waited %lld cycles on %s stage %d "
+         "parity %u: a hang of the 2-SM pipelines (docs/PREFILL.md, What to look at first)\n",
+         static_cast<int>(blockIdx.x), ptx100::cluster_rank(), static_cast<int>(threadIdx.x), kWatchdogCycles, what,
+         stage, phase);
+  __trap();
+}
+
+SF_DEVICE void wait(const uint64_t* bar, uint32_t phase, const char* what, int stage) {
+  const uint32_t addr = ptx::smem_u32(bar);
+  if (ptx100::try_wait(addr, phase)) return;
+  const long long t0 = clock64();
+  while (!ptx100::try_wait(addr, phase))
+    if (clock64() - t0 > kWatchdogCycles) watchdog_trap(what, stage, phase);
 }
 
 // One ring of mbarrier stages: index and phase parity.
@@ -328,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int nb = part.n0 / format::kBlockN;  // past N on the last tile of an N % 256 = 128 layer:
                                                    // TMA zero-fills (and counts) the boxes
         for (int kb = 0; kb < p.k_stages; ++kb) {
-          ClusterBarrier::wait(&w_empty[w.stage], w.phase ^ 1u);
+          wait(&w_empty[w.stage], w.phase ^ 1u, "w_empty", w.stage);
           ClusterTransactionBarrier::arrive_and_expect_tx(&w_full[w.stage], w_tx);
           cute::SM90_TMA_LOAD_3D::copy(&tmap_w, &w_full[w.stage], hint, smem + L::kOffW + w.stage * L::kWBytes, 0,
                                        kb * kBlocksPerStage, nb);
@@ -343,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           // The activation half: released by the leader's commit to both CTAs' x_empty; armed on
           // the leader's x_full by the leader alone with both halves' bytes. A half may land before
           // the arm (the count goes negative; the phase cannot complete without the arrive).
-          ClusterBarrier::wait(&x_empty[x.stage], x.phase ^ 1u);
+          wait(&x_empty[x.stage], x.phase ^ 1u, "x_empty", x.stage);
           if (leader) ClusterTransactionBarrier::arrive_and_expect_tx(&x_full[x.stage], L::kXPairTx);
           cute::SM100_TMA_2SM_LOAD_2D::copy(&tmap_x, &x_full[x.stage], hint, smem + L::kOffX + x.stage * L::kXBytes,
                                             kb * kStageK, p.x_row0 + part.x_row);
@@ -352,8 +380,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       // Tail: every stage released once more, so no commit from the leader (multicast into this
       // CTA's x_empty) is in flight when the CTA exits; the weight ring likewise.
-      for (int i = 0; i < kXStages; ++i, x.advance()) ClusterBarrier::wait(&x_empty[x.stage], x.phase ^ 1u);
-      for (int i = 0; i < kWStages; ++i, w.advance()) ClusterBarrier::wait(&w_empty[w.stage], w.phase ^ 1u);
+      for (int i = 0; i < kXStages; ++i, x.advance()) wait(&x_empty[x.stage], x.phase ^ 1u, "x_empty", x.stage);
+      for (int i = 0; i < kWStages; ++i, w.advance()) wait(&w_empty[w.stage], w.phase ^ 1u, "w_empty", w.stage);
     }
     __syncwarp();
   } else if (warp >= kFirstTransformWarp && warp < kProducerWarp) {
@@ -378,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     Ring<kAStages> a_ring;
     for (int tile = cluster; tile < p.tiles; tile += clusters) {
       for (int kb = 0; kb < p.k_stages; ++kb) {
-        ClusterBarrier::wait(&w_full[w.stage], w.phase);
+        wait(&w_full[w.stage], w.phase, "w_full", w.stage);
         SliceAddr at;
         at.words = s_w + static_cast<uint32_t>(w.stage * L::kWBytes);
         at.scales = s_s + static_cast<uint32_t>(w.stage * L::kSBytes);
@@ -395,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) ClusterBarrier::arrive(&w_empty[w.stage]);
         w.advance();
 
-        ClusterBarrier::wait(&a_empty[a_ring.stage], a_ring.phase ^ 1u);
+        wait(&a_empty[a_ring.stage], a_ring.phase ^ 1u, "a_empty", a_ring.stage);
         const uint32_t dst = s_a + static_cast<uint32_t>(a_ring.stage * kABytes);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
@@ -410,7 +438,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     // Tail: the leader's last commits into this CTA's a_empty have landed.
     if (tw == 0 && lane == 0)
-      for (int i = 0; i < kAStages; ++i, a_ring.advance()) ClusterBarrier::wait(&a_empty[a_ring.stage], a_ring.phase ^ 1u);
+      for (int i = 0; i < kAStages; ++i, a_ring.advance())
+        wait(&a_empty[a_ring.stage], a_ring.phase ^ 1u, "a_empty", a_ring.stage);
     __syncwarp();
   } else if (warp == kMmaWarp) {
     // ------------------------------------------------------------ MMA (the leader issues for the pair)
@@ -429,13 +458,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       Ring<kAStages> a_ring;
       Ring<kAccStages> acc_ring;
       for (int t = cluster; t < p.tiles; t += clusters) {
-        ClusterBarrier::wait(&acc_empty[acc_ring.stage], acc_ring.phase ^ 1u);  // both epilogues drained it
+        // Both CTAs' epilogues have drained this accumulator stage.
+        wait(&acc_empty[acc_ring.stage], acc_ring.phase ^ 1u, "acc_empty", acc_ring.stage);
         ptx100::tcgen05_after_thread_sync();
         acc.data() = tmem_address(tmem_base, acc_ring.stage, BT, 0, 0);
         mma.accumulate_ = cute::UMMA::ScaleOut::Zero;
         for (int kb = 0; kb < p.k_stages; ++kb) {
-          ClusterBarrier::wait(&x_full[x.stage], x.phase);
-          ClusterBarrier::wait(&a_full[a_ring.stage], a_ring.phase);
+          wait(&x_full[x.stage], x.phase, "x_full", x.stage);
+          wait(&a_full[a_ring.stage], a_ring.phase, "a_full", a_ring.stage);
           ptx100::tcgen05_after_thread_sync();
 #pragma unroll
           for (int k = 0; k < kStageK / kMmaK; ++k) {
@@ -453,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       // Tail: both CTAs' epilogues have released every accumulator stage (their remote arrives landed).
       for (int i = 0; i < kAccStages; ++i, acc_ring.advance())
-        ClusterBarrier::wait(&acc_empty[acc_ring.stage], acc_ring.phase ^ 1u);
+        wait(&acc_empty[acc_ring.stage], acc_ring.phase ^ 1u, "acc_empty", acc_ring.stage);
     }
   } else {
     // ------------------------------------------------------------ epilogue (warps 0..3)
@@ -463,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int n = part.n0 + 32 * warp + lane;  // TMEM lane 32 warp + lane = weight row = output column
       const bool n_ok = n < p.N;                 // rows past N (ragged last pair tile) are zeros, unstored
       const float b = (p.bias != nullptr && n_ok) ? to_f32<BF16>(p.bias[n]) : 0.f;
-      ClusterBarrier::wait(&acc_full[acc_ring.stage], acc_ring.phase);
+      wait(&acc_full[acc_ring.stage], acc_ring.phase, "acc_full", acc_ring.stage);
       ptx100::tcgen05_after_thread_sync();
 #pragma unroll 1
       for (int j = 0; j < BT / 32; ++j) {

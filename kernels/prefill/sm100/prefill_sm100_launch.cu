@@ -106,8 +106,8 @@ std::string can_implement(const GemmProblem& p) {
   switch (env::flag("SWORDFISH_SM100_PREFILL")) {  // kSm100PrefillKnob, read per call
     case env::Flag::kOn: break;
     case env::Flag::kOff:
-      return std::string("the tcgen05 prefill is compiled, not run on any Blackwell GPU yet: set ") + kSm100PrefillKnob +
-             "=1 to use it (scripts/blackwell_check.sh does)";
+      return std::string("the tcgen05 prefill is compiled, not run on any Blackwell GPU yet: set ") +
+             kSm100PrefillKnob + "=1 to use it (scripts/blackwell_check.sh does)";
     case env::Flag::kUnrecognised:
       return std::string(kSm100PrefillKnob) + " must be 0 or 1 (or false/true, off/on, no/yes), got '" +
              env::raw(kSm100PrefillKnob) + "'";

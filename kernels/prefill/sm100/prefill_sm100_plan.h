@@ -73,7 +73,9 @@ constexpr int token_tile(int bits, long long M, long long K, long long N) {
   return M <= 128 ? 128 : 256;
 }
 
-constexpr bool has_tile(int bits, int bt) { return (bits == 4 && (bt == 128 || bt == 256)) || (bits == 8 && bt == 128); }
+constexpr bool has_tile(int bits, int bt) {
+  return (bits == 4 && (bt == 128 || bt == 256)) || (bits == 8 && bt == 128);
+}
 
 // ---------------------------------------------------------------- TMEM column plan
 

@@ -52,7 +52,25 @@ SF_DEVICE void mbar_arrive_cluster(uint32_t local_bar, uint32_t cta) {
 // 4-byte shared store: one Transform register (two consecutive k of one weight
 // row) into the UMMA operand buffer, lane-local (transform.cuh, prefill_sm100_plan.h
 // a_store_offset; conflict free, prefill_sm100.cuh proves it).
-SF_DEVICE void sts_32(uint32_t addr, uint32_t v) { asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory"); }
+SF_DEVICE void sts_32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+// mbarrier.try_wait.parity with the default acquire semantics (the hardware
+// suspends the thread for a while if the phase is not complete): true once the
+// phase with parity `phase` has completed. The kernel's wait loop around it
+// adds the watchdog (prefill_sm100.cuh wait()).
+SF_DEVICE bool try_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(phase)
+      : "memory");
+  return done != 0;
+}
 
 // The CTA's rank in its cluster (%cluster_ctarank): 0 is the pair's MMA leader.
 SF_DEVICE uint32_t cluster_rank() {
