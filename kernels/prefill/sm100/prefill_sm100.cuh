@@ -460,12 +460,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = cluster; t < p.tiles; t += clusters) {
         // Both CTAs' epilogues have drained this accumulator stage.
         wait(&acc_empty[acc_ring.stage], acc_ring.phase ^ 1u, "acc_empty", acc_ring.stage);
+        __syncwarp();  // the waits leave lanes apart; elect.sync and the commits need the whole warp
         ptx100::tcgen05_after_thread_sync();
         acc.data() = tmem_address(tmem_base, acc_ring.stage, BT, 0, 0);
         mma.accumulate_ = cute::UMMA::ScaleOut::Zero;
         for (int kb = 0; kb < p.k_stages; ++kb) {
           wait(&x_full[x.stage], x.phase, "x_full", x.stage);
           wait(&a_full[a_ring.stage], a_ring.phase, "a_full", a_ring.stage);
+          __syncwarp();
           ptx100::tcgen05_after_thread_sync();
 #pragma unroll
           for (int k = 0; k < kStageK / kMmaK; ++k) {
@@ -494,6 +496,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool n_ok = n < p.N;                 // rows past N (ragged last pair tile) are zeros, unstored
       const float b = (p.bias != nullptr && n_ok) ? to_f32<BF16>(p.bias[n]) : 0.f;
       wait(&acc_full[acc_ring.stage], acc_ring.phase, "acc_full", acc_ring.stage);
+      __syncwarp();  // tcgen05.ld is .sync.aligned: the whole warp, converged
       ptx100::tcgen05_after_thread_sync();
 #pragma unroll 1
       for (int j = 0; j < BT / 32; ++j) {

@@ -98,6 +98,22 @@ int max_active_clusters(const KernelSet& k, int device, int fallback) {
   return n;
 }
 
+// The device's opt-in shared memory per block (cached per device; 0 when it cannot be asked).
+int smem_optin(int device) {
+  static std::mutex mu;
+  static std::map<int, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;  // not cached: ask again next time
+  }
+  cache[device] = v;
+  return v;
+}
+
 }  // namespace
 
 std::string can_implement(const GemmProblem& p) {
@@ -128,6 +144,12 @@ std::string can_implement(const GemmProblem& p) {
     if (ptrs[i] != nullptr && !aligned16(ptrs[i]))
       return std::string("the prefill path needs 16-byte aligned ") + names[i] + " (TMA)";
   if (p.y != nullptr && (reinterpret_cast<uintptr_t>(p.y) & 1u) != 0) return "y must be 2-byte aligned";
+  // Whatever the dispatcher routes here, launch() can start: the plan's shared memory fits the device
+  // (Thor's opt-in limit is assumed, not known, to be the B200's 232,448 bytes).
+  const int need = make_plan(p).smem_bytes, have = smem_optin(p.device);
+  if (have > 0 && need > have)
+    return "the sm100 prefill tile needs " + str(need) + " bytes of shared memory per block, device " +
+           str(p.device) + " allows " + str(have);
   return "";
 }
 
