@@ -11,9 +11,13 @@ Python reader of the environment (``_flag``); the C++ side has one parser too,
                              docs/DECODE.md); read per call by the gemm op when its
                              ``deterministic`` argument is -1
     SWORDFISH_DISABLE        1: the vLLM plugin registers nothing (kill switch)
+    SWORDFISH_SM100_PREFILL  1: let the Blackwell tcgen05 prefill (sm100a / sm110a; compiled, not
+                             run on any Blackwell GPU yet) serve problems, forced or auto; off:
+                             B200 / Thor use decode and the dense tier only (read per call by
+                             the C++ prefill router, kernels/prefill/sm100/prefill_sm100_launch.h)
 
-Off is ``0/false/off/no/""`` (any case) or unset. SWORDFISH_DETERMINISTIC is
-strict, like the op that reads it: on is ``1/true/on/yes`` and anything else
+Off is ``0/false/off/no/""`` (any case) or unset. SWORDFISH_DETERMINISTIC and
+SWORDFISH_SM100_PREFILL are strict, like the op that reads it: on is ``1/true/on/yes`` and anything else
 raises ValueError naming the variable and the value. SWORDFISH_DEBUG and
 SWORDFISH_DISABLE are lenient (any other value is on), as the C++ debug
 switch is: a debug switch never fails a GEMM, and an unclear kill switch
@@ -45,6 +49,9 @@ KNOBS: tuple[Knob, ...] = (
          "deterministic mode: no atomic epilogues; each output tile is written by one CTA or reduced from fp32 partials in a fixed order (bit-identical runs)",
          strict=True),
     Knob("SWORDFISH_DISABLE", False, "kill switch: the vLLM plugin registers nothing"),
+    Knob("SWORDFISH_SM100_PREFILL", False,
+         "opt in to the Blackwell tcgen05 prefill (B200 / Thor; compiled, not run on hardware yet); off: decode and "
+         "the dense tier serve those devices", strict=True),
 )
 
 # Read by CMake at build time only (documentation; nothing here reads them).
@@ -88,6 +95,12 @@ def deterministic() -> bool:
 def disabled() -> bool:
     """SWORDFISH_DISABLE: the vLLM plugin's kill switch (any value but 0/false/off/no/"" disables)."""
     return _flag("SWORDFISH_DISABLE")
+
+
+def sm100_prefill() -> bool:
+    """SWORDFISH_SM100_PREFILL: the Blackwell tcgen05 prefill may serve problems (strict: anything but an on / off
+    spelling raises here; the C++ router reads such a value as off and says so)."""
+    return _flag("SWORDFISH_SM100_PREFILL")
 
 
 def describe() -> list[dict]:

@@ -548,13 +548,14 @@ def test_info_json_without_gpu(capsys, monkeypatch):
     assert code == 0
     info = json.loads(out)
     assert info["devices"] == [] and info["paths"] is None and "no CUDA GPU" in info["gpu_error"]
-    assert {k["name"] for k in info["env"]} == {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC", "SWORDFISH_DISABLE"}
+    assert {k["name"] for k in info["env"]} == {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC", "SWORDFISH_DISABLE",
+                                                "SWORDFISH_SM100_PREFILL"}
     assert isinstance(info["extension"]["loaded"], bool)
 
 
 def test_envs_are_read_at_call_time(monkeypatch):
     for name, fn in [("SWORDFISH_DEBUG", envs.debug), ("SWORDFISH_DETERMINISTIC", envs.deterministic),
-                     ("SWORDFISH_DISABLE", envs.disabled)]:
+                     ("SWORDFISH_DISABLE", envs.disabled), ("SWORDFISH_SM100_PREFILL", envs.sm100_prefill)]:
         monkeypatch.delenv(name, raising=False)
         assert fn() is False
         monkeypatch.setenv(name, "1")
@@ -596,17 +597,17 @@ def test_envs_module_lists_every_knob_the_sources_read():
         text = path.read_text(errors="replace")
         if "getenv(" in text:
             cxx_getenv.add(path.relative_to(ROOT).as_posix())
-        read |= set(re.findall(r'env::(?:flag|lenient|raw)\(\s*"(SWORDFISH_[A-Z_]+)"\)', text))
+        read |= set(re.findall(r'env::(?:flag|lenient|raw)\(\s*"(SWORDFISH_[A-Z0-9_]+)"\)', text))
     assert cxx_getenv == {"kernels/common/env.h"}
     py_environ = set()
     for path in (ROOT / "swordfish_backend").rglob("*.py"):
         text = path.read_text()
         if re.search(r"os\.environ|getenv\(", text):
             py_environ.add(path.relative_to(ROOT).as_posix())
-        read |= set(re.findall(r'_flag\(\s*"(SWORDFISH_[A-Z_]+)"', text))
+        read |= set(re.findall(r'_flag\(\s*"(SWORDFISH_[A-Z0-9_]+)"', text))
     assert py_environ == {"swordfish_backend/envs.py"}
     assert read - listed == set()
-    assert {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC", "SWORDFISH_DISABLE"} <= read
+    assert {"SWORDFISH_DEBUG", "SWORDFISH_DETERMINISTIC", "SWORDFISH_DISABLE", "SWORDFISH_SM100_PREFILL"} <= read
 
 
 def test_no_cuda_at_import_time():

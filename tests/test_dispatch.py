@@ -145,8 +145,9 @@ def test_thor_dense_serves_int8_only(tables):
 
 
 def test_blackwell_without_prefill_hands_large_m_to_the_dense_tier(tables):
-    """No tcgen05 prefill in this build: decode alone would run large M at ~2.4x cuBLAS's time (H100), so
-    on B200 and Thor every format reaches the dense tier (cuBLAS) at the latest where the H200 measured it."""
+    """No tcgen05 prefill (the default: it is compiled, not run, and serves only with SWORDFISH_SM100_PREFILL=1):
+    decode alone would run large M at ~2.4x cuBLAS's time (H100), so on B200 and Thor every format reaches the
+    dense tier (cuBLAS) at the latest where the H200 measured it."""
     h200 = tables.table(SM90)["decode"]
     for cc, sms in ((SM100, B200_SMS), (THOR, THOR_SMS)):
         d = tables.table(cc)["decode"]

@@ -6,6 +6,11 @@
 // swordfish-writeup.txt, "Runtime dispatch" and "The dense tier"); re-measure
 // with benchmarks/bench_dispatch.py when a device is available
 // (benchmarks/RESULTS.md [blackwell]).
+//
+// The prefill ranges (decode limits against prefill, dense_vs_fused) apply only
+// where prefill::can_implement is "": the tcgen05 prefill (kernels/prefill/sm100/)
+// is compiled, not run, and serves a problem only with SWORDFISH_SM100_PREFILL=1.
+// Without it (the default) dense_vs_decode decides, as before the path existed.
 #pragma once
 
 #include "kernels/dispatch/heuristics.hpp"
@@ -26,7 +31,7 @@ inline constexpr Table kSm100 = {
     // 4096 int4 / 1024 int8 / 512 act-order (N <= 2K): the write-up's B200 dense-tier starts
     /*dense_vs_fused=*/DenseFrom{/*int4=*/4096, /*int4_k_heavy=*/4096, /*int8=*/1024, /*int8_k_heavy=*/1024,
                                  /*act_order=*/512},
-    // No tcgen05 prefill in this build, so this set decides. UNMEASURED: the H200's decode-vs-dense
+    // Without SWORDFISH_SM100_PREFILL this set decides. UNMEASURED: the H200's decode-vs-dense
     // crossovers (heuristics_sm90.hpp, [dense-decode]); B200's are likely lower, since its dense tier
     // gains ~2x cuBLAS rate and ~1.7x HBM while decode gains little beyond 148 / 132 SMs.
     /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,
@@ -45,7 +50,7 @@ inline constexpr Table kThor = {
     // weight traffic (write-up)
     /*dense_vs_fused=*/DenseFrom{/*int4=*/kNever, /*int4_k_heavy=*/kNever, /*int8=*/2048, /*int8_k_heavy=*/8192,
                                  /*act_order=*/kNever},
-    // No tcgen05 prefill in this build, so this set decides. UNMEASURED: the H200's decode-vs-dense
+    // Without SWORDFISH_SM100_PREFILL this set decides. UNMEASURED: the H200's decode-vs-dense
     // crossovers, as on B200. The write-up's "int4 never dense" was against decode + tcgen05 prefill;
     // decode alone runs ~2.4x cuBLAS's time at M = 8192 (H100), so large M must reach cuBLAS.
     /*dense_vs_decode=*/DenseFrom{/*int4=*/224, /*int4_k_heavy=*/224, /*int8=*/208, /*int8_k_heavy=*/224,

@@ -2,7 +2,8 @@
 // dispatcher calls. Plain C++ (no CUDA headers). prefill_launch.cpp routes
 // each question by compute capability to an architecture's folder:
 //   sm90/   wgmma mainloop (prefill_sm90.cuh), its launcher and planner
-//   sm100/  the tcgen05 mainloop (sm100 / sm110), not written yet
+//   sm100/  tcgen05 mainloop (prefill_sm100.cuh; B200 sm_100a, Thor sm_110a), its
+//           launcher and planner: COMPILED, NOT RUN
 // The Transform stage they share (transform.cuh, slice.h) sits beside this file.
 //
 // sm90a (H100 / H200): int4 groups 32 / 64 / 128 and int8 groups 32 / 64 /
@@ -10,9 +11,11 @@
 // folded zero points, act-order (activation columns gathered into the
 // workspace first, prep::gather_columns), bias; K and N multiples of 128; any
 // M >= 1. Every result is bit-identical run to run (no atomics; split-K
-// partials are reduced in a fixed order). On sm100 / sm110 can_implement()
-// says the tcgen05 mainloop is not built yet; elsewhere that the device has
-// no prefill mainloop.
+// partials are reduced in a fixed order). sm100a / sm110a (compute capability
+// 10.0 / 11.0): the same formats through 2-SM tcgen05 pairs, deterministic
+// too, but compiled, not run: can_implement() refuses unless
+// SWORDFISH_SM100_PREFILL=1 (prefill_sm100_launch.h). Elsewhere it says the
+// device has no prefill mainloop.
 #pragma once
 
 #include <cstddef>

@@ -2,7 +2,9 @@
 // describe by compute capability to an architecture's launcher. No
 // architecture's code is reached for a device it was not written for.
 //   9.0          sm90/prefill_sm90_launch.cu (wgmma; only in builds that carry sm_90a)
-//   10.x, 11.x   the tcgen05 mainloop (sm100/): not built yet
+//   10.x, 11.x   sm100/prefill_sm100_launch.cu (tcgen05, 2-SM pairs; sm_100a for 10.0, sm_110a
+//                for 11.0; COMPILED, NOT RUN: it serves a problem only while
+//                SWORDFISH_SM100_PREFILL=1, and says why not otherwise)
 //   anything else: no prefill mainloop
 // plan_balance's routing lives in prefill_plan.cpp (plain C++ for the CPU tests).
 #include "kernels/prefill/prefill.h"
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "kernels/common/problem.h"
+#include "kernels/prefill/sm100/prefill_sm100_launch.h"
 #include "kernels/prefill/sm90/prefill_sm90_launch.h"
 
 namespace swordfish {
@@ -28,37 +31,47 @@ Arch arch_of(const GemmProblem& p) {
 
 std::string arch_name(const GemmProblem& p) { return "sm" + std::to_string(p.cc_major) + std::to_string(p.cc_minor); }
 
-// Why no mainloop serves p's architecture ("" for one that has a launcher).
+// Why no mainloop serves p's architecture (only asked for Arch::kNone).
 std::string arch_reason(const GemmProblem& p) {
-  switch (arch_of(p)) {
-    case Arch::kSm90: return "";
-    case Arch::kSm100:
-      return "the sm100 tcgen05 prefill mainloop is not built yet (kernels/prefill/sm100/), device is " + arch_name(p);
-    case Arch::kNone: break;
-  }
-  return "the prefill path needs sm90a (wgmma; compute capability 9.0) or, once it is built, sm100 / sm110 "
-         "(tcgen05), device is " + arch_name(p);
+  return "the prefill path needs sm90a (wgmma; compute capability 9.0) or sm100a / sm110a (tcgen05; 10.0, 11.0), "
+         "device is " + arch_name(p);
 }
 
 }  // namespace
 
 std::string can_implement(const GemmProblem& p) {
-  if (arch_of(p) == Arch::kSm90) return sm90::can_implement(p);
+  switch (arch_of(p)) {
+    case Arch::kSm90: return sm90::can_implement(p);
+    case Arch::kSm100: return sm100::can_implement(p);
+    case Arch::kNone: break;
+  }
   return arch_reason(p);
 }
 
 size_t workspace_bytes(const GemmProblem& p) {
-  if (arch_of(p) == Arch::kSm90) return sm90::workspace_bytes(p);
+  switch (arch_of(p)) {
+    case Arch::kSm90: return sm90::workspace_bytes(p);
+    case Arch::kSm100: return sm100::workspace_bytes(p);
+    case Arch::kNone: break;
+  }
   return 0;
 }
 
 std::string launch(const GemmProblem& p, void* stream) {
-  if (arch_of(p) == Arch::kSm90) return sm90::launch(p, static_cast<cudaStream_t>(stream));
+  switch (arch_of(p)) {
+    case Arch::kSm90: return sm90::launch(p, static_cast<cudaStream_t>(stream));
+    case Arch::kSm100: return sm100::launch(p, static_cast<cudaStream_t>(stream));
+    case Arch::kNone: break;
+  }
   return arch_reason(p);
 }
 
 std::string describe(const GemmProblem& p) {
-  if (arch_of(p) == Arch::kSm90) return sm90::describe(p);
+  switch (arch_of(p)) {
+    case Arch::kSm90: return sm90::describe(p);
+    case Arch::kSm100: return sm100::describe(p);
+    case Arch::kNone: break;
+  }
   return "prefill: " + arch_reason(p);
 }
 
