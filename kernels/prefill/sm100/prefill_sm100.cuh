@@ -235,7 +235,7 @@ inline constexpr long long kWatchdogCycles = 1LL << 36;
 
 // The cold path, out of line (one printf in the kernel, no local memory in the waits) and never
 // returning (nothing to keep live across the call).
-[[noreturn]] __device__ __noinline__ void watchdog_trap(const char* what, int stage, uint32_t phase) {
+[[noreturn]] static __device__ __noinline__ void watchdog_trap(const char* what, int stage, uint32_t phase) {
   printf("swordfish sm100 prefill: block %d (cluster rank %u) thread %d waited %lld cycles on %s stage %d "
          "parity %u: a hang of the 2-SM pipelines (docs/PREFILL.md, What to look at first)\n",
          static_cast<int>(blockIdx.x), ptx100::cluster_rank(), static_cast<int>(threadIdx.x), kWatchdogCycles, what,
