@@ -158,6 +158,7 @@ SF_DEVICE void issue_scales(uint32_t s_dst, uint32_t z_dst, const Params& p, int
 template <int BITS, int MT, bool SHARE>
 struct DenseSource {
   using T = ActTiling<BITS, MT, SHARE>;
+  static constexpr bool kSlabMoves = false;  // one weight for every segment
   const Params& p;
   const uint16_t* cur = nullptr;  // this thread's 8 activations of pass 0 (lane-local: slice 0)
   uint32_t rows = 0;              // bit i: this thread's row of pass i is in the tile and < M

@@ -18,7 +18,8 @@
 //              row_ok(i), x(i): whether pass i's row exists, and its 8
 //                activations; advance(BK): next k-block;
 //              packed(), scales(), zeros(): the slab (constant for a dense
-//                layer, the block's expert for MoE);
+//                layer, the block's expert for MoE); kSlabMoves: whether
+//                seek() can change it (then packed() is read after seek());
 //              mgroups(): m-groups (MoE: blocks) per quad.
 //   Flush    flush(q, mg, acc): store the (MT, 8 tiles, 4) accumulators of
 //            this warp's column 4 q + warp, m-group mg; the loop clears them
@@ -357,8 +358,11 @@ SF_DEVICE void mainloop(const P& p, Source& src, Flush&& flush, const detail::Un
     // shared: a warp whose column does not exist (short last quad) streams the
     // last column again instead of branching around its copies; it skips the MMAs
     const int col = SHARE ? min(4 * p_q + warp, p.ncols - 1) : 4 * p_q + warp;
+    // A source whose slab moves (MoE: seek() picks the block's expert) is read after seek(); a dense
+    // source's never does, and reading it first keeps the dense kernels' SASS as measured.
+    if constexpr (Source::kSlabMoves) src.seek(p_q, p_mg, p_kb, x_row, x_col);
     p_w = src.packed() + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
-    src.seek(p_q, p_mg, p_kb, x_row, x_col);
+    if constexpr (!Source::kSlabMoves) src.seek(p_q, p_mg, p_kb, x_row, x_col);
     p_scol = col * format::kBlockN + 2 * lane;
   };
   seek();

@@ -51,6 +51,7 @@ template <int BITS, int MT>
 struct MoeSource {
   using T = decode::ActTiling<BITS, MT, true>;
   static constexpr int BM = 16 * MT;
+  static constexpr bool kSlabMoves = true;  // seek() picks the block's expert slab
   const GemmParams& p;
   int blocks;                          // real blocks (num_post_pad / BM)
   const uint16_t* cur[T::NP] = {};
