@@ -514,16 +514,17 @@ def method_of(model, qcfg, backend, dtype=torch.float16, **kw):
 
 
 def test_moe_auto_table():
-    assert selection.MOE_AUTO_SELECT == {9: False, 10: True, 11: True}  # flip sm90 when measurements say so
-    assert selection.moe_auto_select_reason((10, 0)) is None and selection.moe_auto_select_reason((11, 0)) is None
-    reason = selection.moe_auto_select_reason((9, 0))
-    assert "opt-in" in reason and "--moe-backend swordfish" in reason
-    assert "sm120" in selection.moe_auto_select_reason((12, 0))
-    assert selection.moe_auto_archs() == "sm10x, sm11x"
+    # auto nowhere until the fused-MoE kernels pass their GPU tests (RESULTS.md [moe]); then sm10x / sm11x
+    assert selection.MOE_AUTO_SELECT == {9: False, 10: False, 11: False}
+    for cap in ((9, 0), (10, 0), (11, 0), (12, 0)):
+        reason = selection.moe_auto_select_reason(cap)
+        assert "no architecture yet" in reason and "--moe-backend swordfish" in reason, cap
+    assert selection.moe_auto_archs() == ""
 
 
 @pytest.mark.parametrize("capability, backend, swordfish", [
-    ((10, 0), "auto", True), ((11, 0), "auto", True), ((9, 0), "auto", False), ((9, 0), "swordfish", True),
+    ((10, 0), "auto", False), ((11, 0), "auto", False), ((9, 0), "auto", False), ((9, 0), "swordfish", True),
+    ((10, 0), "swordfish", True), ((11, 0), "swordfish", True),
     ((10, 0), "marlin", False),
 ])
 def test_selection(cuda, monkeypatch, warnings_seen, capability, backend, swordfish):

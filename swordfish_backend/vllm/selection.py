@@ -38,11 +38,12 @@ DEFAULT_CUDA_ARCHS = ("90a", "100a", "110a")
 AUTO_SELECT = {9: False, 10: True, 11: True}
 
 # With --moe-backend auto, may vLLM pick Swordfish's fused MoE on this major
-# capability? Blackwell: yes. Hopper: off until measurements show the
-# Swordfish MoE kernels faster than vLLM's Marlin MoE (opt in with
-# --moe-backend swordfish). The linear table above is separate: the two
+# capability? Nowhere yet: the fused-MoE kernels have not passed their GPU
+# tests (benchmarks/RESULTS.md [moe]); then Blackwell first, Hopper once
+# measurements show them faster than vLLM's Marlin MoE. Opt in with
+# --moe-backend swordfish. The linear table above is separate: the two
 # decisions are measured separately.
-MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
+MOE_AUTO_SELECT = {9: False, 10: False, 11: False}
 
 # Gated activations the fused-MoE op computes on the gate half (the op's own
 # list; vLLM's MoEActivation values use the same names).
@@ -148,6 +149,9 @@ def _auto_reason(table: dict[int, bool], flag: str, capability: tuple[int, int] 
         return "the device capability is unknown"
     major, minor = capability
     if not table.get(major, False):
+        if not any(table.values()):
+            return (f"{flag} auto selects Swordfish on no architecture yet (its kernels have not passed their "
+                    f"GPU tests); pass {flag} swordfish to use it")
         if major == 9:
             return (f"on sm{major}{minor} Swordfish is opt-in until H200 measurements show it faster "
                     f"than vLLM's choice; pass {flag} swordfish to use it")
