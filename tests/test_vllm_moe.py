@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import pytest
 import vllm_cpu  # first: vLLM's CPU platform, the plugin registered (skips this module without vLLM)
+from vllm_cpu import AWQ_ORDER, pack_cols, pack_rows  # noqa: E402 (the checkpoint layouts)
 
 import contextlib
 import dataclasses
@@ -178,32 +179,6 @@ def rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 # ------------------------------------------------------ checkpoint writers
-
-AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # AWQ's GEMM layout: column 8c + AWQ_ORDER[i] in nibble i of word c
-
-
-def to_int32(words: torch.Tensor) -> torch.Tensor:
-    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-
-
-def pack_rows(codes: torch.Tensor, bits: int) -> torch.Tensor:
-    """(R, C) codes -> int32 (R * bits / 32, C), GPTQ's qweight: value i of word r is row (32 / bits) * r + i."""
-    vpw = 32 // bits
-    words = torch.zeros(codes.shape[0] // vpw, codes.shape[1], dtype=torch.int64)
-    for i in range(vpw):
-        words |= codes[i::vpw].to(torch.int64) << (bits * i)
-    return to_int32(words)
-
-
-def pack_cols(codes: torch.Tensor, bits: int, order=None) -> torch.Tensor:
-    """(R, C) codes -> int32 (R, C * bits / 32): field i of word c is column vpw * c + order[i]."""
-    vpw = 32 // bits
-    order = order or tuple(range(vpw))
-    words = torch.zeros(codes.shape[0], codes.shape[1] // vpw, dtype=torch.int64)
-    for i in range(vpw):
-        words |= codes[:, order[i]::vpw].to(torch.int64) << (bits * i)
-    return to_int32(words)
-
 
 @dataclasses.dataclass(frozen=True)
 class Fmt:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 import vllm_cpu  # first: vLLM's CPU platform, the plugin registered (skips this module without vLLM)
+from vllm_cpu import AWQ_ORDER, pack_cols, pack_rows  # noqa: E402 (the checkpoint layouts)
 
 import contextlib
 import pathlib
@@ -302,30 +303,6 @@ def test_swordfish_backend_falls_back_per_layer(cuda_platform):
 
 # -------------------------------------------- end to end through vLLM layers
 
-AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
-
-
-def to_int32(words: torch.Tensor) -> torch.Tensor:
-    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
-
-
-def pack_along_rows(codes: torch.Tensor, bits: int) -> torch.Tensor:
-    """(R, C) codes -> int32 (R * bits / 32, C): value i of word r is row (32 / bits) * r + i."""
-    vpw = 32 // bits
-    words = torch.zeros(codes.shape[0] // vpw, codes.shape[1], dtype=torch.int64)
-    for i in range(vpw):
-        words |= codes[i::vpw].to(torch.int64) << (bits * i)
-    return to_int32(words)
-
-
-def pack_along_cols(codes: torch.Tensor, bits: int, order=None) -> torch.Tensor:
-    """(R, C) codes -> int32 (R, C * bits / 32): field i of word c is column vpw * c + order[i]."""
-    vpw = 32 // bits
-    order = order or tuple(range(vpw))
-    words = torch.zeros(codes.shape[0], codes.shape[1] // vpw, dtype=torch.int64)
-    for i in range(vpw):
-        words |= codes[:, order[i]::vpw].to(torch.int64) << (bits * i)
-    return to_int32(words)
 
 
 def make_g_idx(K: int, group: int, act_order_: bool, gen) -> torch.Tensor:
@@ -346,17 +323,17 @@ def make_shard(fmt: str, K: int, N: int, bits: int, group: int, dtype, g_idx: to
         z = torch.full((G, N), 1 << (bits - 1))
     W = (q.double() - z.double()[g_idx]) * s.double()[g_idx]
     if fmt == "gptq":
-        tensors = {"qweight": pack_along_rows(q, bits), "scales": s, "qzeros": pack_along_cols(z - 1, bits)}
+        tensors = {"qweight": pack_rows(q, bits), "scales": s, "qzeros": pack_cols(z - 1, bits)}
         if act_order_:
             tensors["g_idx"] = g_idx.to(torch.int32)
     elif fmt == "awq":
-        tensors = {"qweight": pack_along_cols(q, bits, AWQ_ORDER), "qzeros": pack_along_cols(z, bits, AWQ_ORDER),
+        tensors = {"qweight": pack_cols(q, bits, AWQ_ORDER), "qzeros": pack_cols(z, bits, AWQ_ORDER),
                    "scales": s}
     else:
-        tensors = {"weight_packed": pack_along_cols(q.t().contiguous(), bits), "weight_scale": s.t().contiguous(),
+        tensors = {"weight_packed": pack_cols(q.t().contiguous(), bits), "weight_scale": s.t().contiguous(),
                    "weight_shape": torch.tensor([N, K])}
         if fmt == "ct_asym":
-            tensors["weight_zero_point"] = pack_along_rows(z.t().contiguous(), bits)
+            tensors["weight_zero_point"] = pack_rows(z.t().contiguous(), bits)
         if act_order_:
             tensors["weight_g_idx"] = g_idx.to(torch.int32)
     return tensors, W.t()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # no GPU here: vLLM's CPU platform
 pytest.importorskip("vllm", reason="vLLM is not installed (docs/VLLM.md, \"Tests\": a venv with vllm==0.33.*)")
@@ -64,3 +65,31 @@ def cuda_faker(monkeypatch, *modules):
     # _C.so would otherwise refuse the faked sm100 / sm110 devices)
     monkeypatch.setattr(ops, "build_info", lambda: {"cuda_archs": list(selection.DEFAULT_CUDA_ARCHS)})
     return fake
+
+
+# ------------------------------------------------------ checkpoint packers (GPTQ / AWQ layouts)
+
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # AWQ's GEMM layout: column 8c + AWQ_ORDER[i] in nibble i of word c
+
+
+def to_int32(words: torch.Tensor) -> torch.Tensor:
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def pack_rows(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """(R, C) codes -> int32 (R * bits / 32, C), GPTQ's qweight: value i of word r is row (32 / bits) * r + i."""
+    vpw = 32 // bits
+    words = torch.zeros(codes.shape[0] // vpw, codes.shape[1], dtype=torch.int64)
+    for i in range(vpw):
+        words |= codes[i::vpw].to(torch.int64) << (bits * i)
+    return to_int32(words)
+
+
+def pack_cols(codes: torch.Tensor, bits: int, order=None) -> torch.Tensor:
+    """(R, C) codes -> int32 (R, C * bits / 32): field i of word c is column vpw * c + order[i]."""
+    vpw = 32 // bits
+    order = order or tuple(range(vpw))
+    words = torch.zeros(codes.shape[0], codes.shape[1] // vpw, dtype=torch.int64)
+    for i in range(vpw):
+        words |= codes[:, order[i]::vpw].to(torch.int64) << (bits * i)
+    return to_int32(words)
