@@ -4,9 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdio>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -14,6 +12,7 @@
 
 #include "kernels/common/device_guard.h"
 #include "kernels/common/env.h"
+#include "kernels/dispatch/last_path.h"
 #include "kernels/common/format.h"
 #include "kernels/decode/decode.h"
 #include "kernels/dense/dense.h"
@@ -64,23 +63,9 @@ std::string path_reason(const GemmProblem& p, Path path) {
 
 // The most recent path per device: an atomic per device, sized by the device
 // count the first time anyone asks.
-struct LastPaths {
-  int count = 0;
-  std::unique_ptr<std::atomic<int>[]> path;
-};
-
-LastPaths& last_paths() {
-  static LastPaths table = [] {
-    LastPaths t;
-    if (cudaGetDeviceCount(&t.count) != cudaSuccess || t.count < 0) {
-      cudaGetLastError();  // no driver / no device: nothing is ever recorded
-      t.count = 0;
-    }
-    t.path.reset(new std::atomic<int>[t.count > 0 ? t.count : 1]);
-    for (int i = 0; i < t.count; ++i) t.path[i].store(static_cast<int>(Path::kAuto), std::memory_order_relaxed);
-    return t;
-  }();
-  return table;
+LastPathRecord& last_paths() {
+  static LastPathRecord record;
+  return record;
 }
 
 // SWORDFISH_DEBUG, read now (never cached), leniently: a debug switch never fails a GEMM.
@@ -152,16 +137,13 @@ std::string run(const GemmProblem& p, Path path, void* stream) {
     }
     if (!why.empty()) return why;
   }
-  LastPaths& lp = last_paths();
-  if (p.device >= 0 && p.device < lp.count) lp.path[p.device].store(static_cast<int>(path), std::memory_order_relaxed);
+  last_paths().record(p.device, static_cast<int>(path));
   if (debug_enabled()) log_choice(p, path);
   return "";
 }
 
 Path last_path(int device) {
-  LastPaths& lp = last_paths();
-  if (device < 0 || device >= lp.count) return Path::kAuto;
-  return static_cast<Path>(lp.path[device].load(std::memory_order_relaxed));
+  return static_cast<Path>(last_paths().last(device));
 }
 
 std::string dequantize(const GemmProblem& p, void* out, void* stream) {

@@ -4,10 +4,8 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -15,6 +13,7 @@
 
 #include "kernels/common/device_guard.h"
 #include "kernels/common/env.h"
+#include "kernels/dispatch/last_path.h"
 #include "kernels/dispatch/moe_heuristics.hpp"
 #include "kernels/dispatch/moe_sm100.hpp"
 #include "kernels/dispatch/moe_sm90.hpp"
@@ -49,23 +48,9 @@ std::string path_reason(const MoeProblem& p, MoePath path) {
   return "unknown MoE path " + str(static_cast<int>(path));
 }
 
-struct LastPaths {
-  int count = 0;
-  std::unique_ptr<std::atomic<int>[]> path;
-};
-
-LastPaths& last_paths() {
-  static LastPaths table = [] {
-    LastPaths t;
-    if (cudaGetDeviceCount(&t.count) != cudaSuccess || t.count < 0) {
-      cudaGetLastError();
-      t.count = 0;
-    }
-    t.path.reset(new std::atomic<int>[t.count > 0 ? t.count : 1]);
-    for (int i = 0; i < t.count; ++i) t.path[i].store(static_cast<int>(MoePath::kAuto), std::memory_order_relaxed);
-    return t;
-  }();
-  return table;
+LastPathRecord& last_paths() {
+  static LastPathRecord record;
+  return record;
 }
 
 // SWORDFISH_DEBUG, read now (never cached), leniently, through the one parser dispatch.cpp uses.
@@ -125,16 +110,13 @@ std::string moe_run(const MoeProblem& p, MoePath path, void* stream) {
     }
     if (!why.empty()) return why;
   }
-  LastPaths& lp = last_paths();
-  if (p.device >= 0 && p.device < lp.count) lp.path[p.device].store(static_cast<int>(path), std::memory_order_relaxed);
+  last_paths().record(p.device, static_cast<int>(path));
   if (debug_enabled()) log_choice(p, path);
   return "";
 }
 
 MoePath moe_last_path(int device) {
-  LastPaths& lp = last_paths();
-  if (device < 0 || device >= lp.count) return MoePath::kAuto;
-  return static_cast<MoePath>(lp.path[device].load(std::memory_order_relaxed));
+  return static_cast<MoePath>(last_paths().last(device));
 }
 
 std::string moe_align_check(long long slots, int experts, int block_m, int cc_major) {
