@@ -20,6 +20,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/common/device_guard.h"
+
 namespace swordfish {
 
 inline std::string ensure_dynamic_smem(const void* fn, int bytes, int device) {
@@ -36,6 +38,40 @@ inline std::string ensure_dynamic_smem(const void* fn, int bytes, int device) {
   }
   limit = bytes;
   return "";
+}
+
+// CTAs per SM of kernel `fn` (`threads` per CTA, `bytes` of dynamic shared
+// memory) on `device`, after raising its shared-memory limit there (above).
+// Cached per (device, kernel). 0 when it cannot run there, with *err saying
+// why, prefixed "`who`: ".
+inline int cached_occupancy(const void* fn, int threads, int bytes, int device, const char* who, std::string* err) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(device, fn);
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  DeviceGuard scope(device);
+  const std::string raised = ensure_dynamic_smem(fn, bytes, device);
+  if (!raised.empty()) {
+    *err = std::string(who) + ": " + raised;
+    return 0;
+  }
+  int blocks = 0;
+  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *err = std::string(who) + ": cannot configure the kernel on device " + std::to_string(device) + ": " +
+           cudaGetErrorString(e);
+    return 0;
+  }
+  if (blocks < 1) {
+    *err = std::string(who) + ": the kernel does not fit on device " + std::to_string(device) + " (" +
+           std::to_string(bytes) + " B of shared memory per CTA)";
+    return 0;
+  }
+  cache.emplace(key, blocks);
+  return blocks;
 }
 
 }  // namespace swordfish

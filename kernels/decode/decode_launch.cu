@@ -71,36 +71,9 @@ struct Plan {
   KernelHandle kernel;
 };
 
-// CTAs per SM of a kernel instance on `device`, after raising its dynamic
-// shared-memory limit there. Cached per (device, instance).
+// CTAs per SM of a kernel instance on `device` (func_attr.h: raises its shared-memory limit, cached).
 int occupancy(const KernelHandle& k, int device, std::string* err) {
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, int> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(device, k.fn);
-  const auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  DeviceGuard scope(device);
-  const std::string raised = ensure_dynamic_smem(k.fn, k.smem_bytes, device);
-  if (!raised.empty()) {
-    *err = "decode: " + raised;
-    return 0;
-  }
-  int blocks = 0;
-  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, kThreads, k.smem_bytes);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    *err = std::string("decode: cannot configure the kernel on device ") + std::to_string(device) + ": " +
-           cudaGetErrorString(e);
-    return 0;
-  }
-  if (blocks < 1) {
-    *err = "decode: the kernel does not fit on device " + std::to_string(device) + " (" +
-           std::to_string(k.smem_bytes) + " B of shared memory per CTA)";
-    return 0;
-  }
-  cache.emplace(key, blocks);
-  return blocks;
+  return cached_occupancy(k.fn, kThreads, k.smem_bytes, device, "decode", err);
 }
 
 int log2_group(int group) { return group == 32 ? 5 : group == 64 ? 6 : 7; }

@@ -58,30 +58,9 @@ size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 bool aligned(const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
 int log2_group(int group) { return group == 32 ? 5 : group == 64 ? 6 : 7; }
 
-// CTAs per SM of a GEMM instance on `device` (raises its shared-memory limit). Cached.
+// CTAs per SM of a GEMM instance on `device` (func_attr.h: raises its shared-memory limit, cached).
 int occupancy(const KernelHandle& k, int device, std::string* err) {
-  static std::mutex mu;
-  static std::map<std::pair<int, const void*>, int> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(device, k.fn);
-  const auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  DeviceGuard scope(device);
-  const std::string raised = ensure_dynamic_smem(k.fn, k.smem_bytes, device);
-  if (!raised.empty()) {
-    *err = "moe: " + raised;
-    return 0;
-  }
-  int blocks = 0;
-  const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, decode::kThreads, k.smem_bytes);
-  if (e != cudaSuccess || blocks < 1) {
-    cudaGetLastError();
-    *err = "moe: the expert GEMM does not fit on device " + str(device) +
-           (e != cudaSuccess ? std::string(": ") + cudaGetErrorString(e) : std::string());
-    return 0;
-  }
-  cache.emplace(key, blocks);
-  return blocks;
+  return cached_occupancy(k.fn, decode::kThreads, k.smem_bytes, device, "moe", err);
 }
 
 std::string weight_reason(const char* name, const MoeWeight& w, int K, int N, int bits) {
