@@ -39,6 +39,11 @@ std::string can_implement_dequant(const GemmProblem& p);
 // cudaStream_t); returns "" or an error message.
 std::string dequantize(const GemmProblem& p, void* out, Layout layout, void* stream);
 
+// dequantize() over `experts` weights of p's shape stacked along a leading
+// axis (the dense MoE path): packed, scales / zeros and perm advance by one
+// expert's extent per expert, and expert e lands at out + e * K * N. One launch.
+std::string dequantize_experts(const GemmProblem& p, int experts, void* out, Layout layout, void* stream);
+
 // "" when the dense tier can run the GEMM p (the dequant conditions plus M).
 std::string can_implement(const GemmProblem& p);
 

@@ -53,7 +53,21 @@ struct DequantParams {
   int K, N;
   int group;         // rows per scale row
   bool channelwise;  // every scale row equal: read row 0
+  // Stacked experts (the dense MoE path): expert blockIdx.z reads and writes these strides further on.
+  long long expert_packed_words, expert_scales, expert_perm, expert_out;
 };
+
+// p for expert blockIdx.z of a stacked weight (grid z = 1 and zero strides for one weight).
+SF_DEVICE DequantParams expert_slice(const DequantParams& s) {
+  DequantParams p = s;
+  const long long e = blockIdx.z;
+  p.packed += e * s.expert_packed_words;
+  p.scales = static_cast<const uint16_t*>(s.scales) + e * s.expert_scales;
+  if (s.zeros != nullptr) p.zeros = static_cast<const uint16_t*>(s.zeros) + e * s.expert_scales;
+  if (s.perm != nullptr) p.perm += e * s.expert_perm;
+  p.out = static_cast<uint16_t*>(s.out) + e * s.expert_out;
+  return p;
+}
 
 // 16 CTAs of 128 threads fill an SM's 2048 threads (sm80-sm100): registers capped at 32 so that
 // every instantiation (the KN exchange costs a few) keeps full occupancy and its loads in flight.
@@ -62,7 +76,8 @@ inline constexpr int kMinBlocksPerSm = 16;
 // One CTA: the k64 x n64 tile (blockIdx.x = k64 tile, blockIdx.y = n-block).
 // kBF16 picks bf16x2 (true) or f16x2 (false) arithmetic; values travel as raw 16-bit patterns.
 template <int kBits, bool kBF16, bool kZeros, Layout kLayout, bool kPerm>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) dequant_kernel(const DequantParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) dequant_kernel(const DequantParams stacked) {
+  const DequantParams p = expert_slice(stacked);
   // NK: (BLK_N, BLK_K + pad); KN: (BLK_K, BLK_N + pad); 16-bit values, addressed as 32-bit words (dense_smem.h)
   __shared__ alignas(16) uint32_t tile[kSmemWords];
 

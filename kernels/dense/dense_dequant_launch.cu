@@ -55,16 +55,20 @@ std::string can_implement_dequant(const GemmProblem& p) {
   return "";
 }
 
-std::string dequantize(const GemmProblem& p, void* out, Layout layout, void* stream) {
+std::string dequantize_experts(const GemmProblem& p, int experts, void* out, Layout layout, void* stream) {
   std::string why = can_implement_dequant(p);
   if (!why.empty()) return why;
+  if (experts < 1 || experts > 65535) return "experts must be in [1, 65535] (grid z), got " + str(experts);
   if (p.packed == nullptr || p.scales == nullptr || out == nullptr) return "null packed, scales or output pointer";
   if (reinterpret_cast<uintptr_t>(p.packed) % 16 != 0) return "the packed tensor must be 16-byte aligned";
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return "the dequantized output must be 16-byte aligned";
   if (layout != Layout::kNK && layout != Layout::kKN) return "unknown layout " + str(static_cast<int>(layout));
 
-  const DequantParams params{p.packed, p.scales, p.zeros, p.perm, out, p.K, p.N, p.group, p.channelwise};
-  const dim3 grid((p.K + kTileK - 1) / kTileK, p.N / kTileN);
+  const long long K = p.K, N = p.N;
+  const DequantParams params{p.packed, p.scales, p.zeros, p.perm, out, p.K, p.N, p.group, p.channelwise,
+                             /*expert_packed_words=*/K * N / (32 / p.bits), /*expert_scales=*/K / p.group * N,
+                             /*expert_perm=*/K, /*expert_out=*/K * N};
+  const dim3 grid((p.K + kTileK - 1) / kTileK, p.N / kTileN, experts);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool perm = p.perm != nullptr;
   if (p.bits == 4) {
@@ -77,6 +81,10 @@ std::string dequantize(const GemmProblem& p, void* out, Layout layout, void* str
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return std::string("dense dequant kernel launch failed: ") + cudaGetErrorString(err);
   return "";
+}
+
+std::string dequantize(const GemmProblem& p, void* out, Layout layout, void* stream) {
+  return dequantize_experts(p, 1, out, layout, stream);
 }
 
 }  // namespace dense

@@ -18,6 +18,7 @@
 #include "kernels/dispatch/moe_sm100.hpp"
 #include "kernels/dispatch/moe_sm90.hpp"
 #include "kernels/moe/moe.h"
+#include "kernels/moe/moe_dense.h"
 
 namespace swordfish {
 namespace dispatch {
@@ -34,10 +35,7 @@ const moe_heuristics::MoeTable& table_for(int cc_major) {
 // The experts routing averages over: the global count when ids go through a map.
 long long global_experts(const MoeProblem& p) { return p.expert_map != nullptr ? p.map_len : p.E; }
 
-std::string dense_reason(const MoeProblem& p) {
-  (void)p;
-  return "the dense MoE path (dequantize the experts + bf16 grouped GEMM) is not built yet; use path fused (1)";
-}
+std::string dense_reason(const MoeProblem& p) { return moe::dense_can_implement(p); }
 
 std::string path_reason(const MoeProblem& p, MoePath path) {
   switch (path) {
@@ -66,7 +64,7 @@ void log_choice(const MoeProblem& p, MoePath path) {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) return;
   }
-  const std::string detail = path == MoePath::kFused ? moe::describe(p, moe_block_m(p)) : std::string();
+  const std::string detail = path == MoePath::kFused ? moe::describe(p, moe_block_m(p)) : moe::dense_describe(p);
   std::fprintf(stderr, "swordfish: moe T=%d top_k=%d E=%d H=%d I=%d bits=%d -> %s (%s)\n", p.T, p.top_k, p.E, p.H,
                p.I, p.bits, moe_path_name(path), detail.c_str());
 }
@@ -93,7 +91,7 @@ size_t moe_workspace_bytes(const MoeProblem& p, MoePath path) {
   if (path == MoePath::kAuto) path = moe_select(p);
   if (!moe_can_implement(p, path).empty()) return 0;
   if (path == MoePath::kFused) return moe::workspace_bytes(p, moe_block_m(p));
-  return 0;
+  return moe::dense_workspace_bytes(p);
 }
 
 std::string moe_run(const MoeProblem& p, MoePath path, void* stream) {
@@ -103,11 +101,8 @@ std::string moe_run(const MoeProblem& p, MoePath path, void* stream) {
   if (p.T > 0) {
     DeviceGuard guard(p.device);
     if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
-    if (path == MoePath::kFused) {
-      why = moe::launch(p, moe_block_m(p), static_cast<cudaStream_t>(stream));
-    } else {
-      why = path_reason(p, path);
-    }
+    why = path == MoePath::kFused ? moe::launch(p, moe_block_m(p), static_cast<cudaStream_t>(stream))
+                                  : moe::dense_launch(p, static_cast<cudaStream_t>(stream));
     if (!why.empty()) return why;
   }
   last_paths().record(p.device, static_cast<int>(path));
@@ -137,8 +132,7 @@ std::string moe_align(const void* ids, bool ids_int64, long long slots, int expe
 }
 
 std::string moe_path_names() {
-  // Only the paths this build can run: "dense" joins once dense_reason() can return "".
-  return moe_path_name(MoePath::kFused);
+  return std::string(moe_path_name(MoePath::kFused)) + "," + moe_path_name(MoePath::kDense);
 }
 
 }  // namespace dispatch

@@ -56,7 +56,7 @@ constexpr Choice choose(const MoeTable& t, long long slots, long long experts, b
 inline constexpr MoeTable kMoeConservative = {
     "conservative (no MoE measurements for this architecture)",
     /*block32_min_avg_tokens=*/16,  // 16: the Hopper rule (moe_sm90.hpp); nothing measured here
-    /*dense_min_avg_tokens=*/kNever,  // kNever: the dense MoE path is not built
+    /*dense_min_avg_tokens=*/kNever,  // kNever: _grouped_mm's fast kernels are sm90 / sm100 ones
 };
 
 static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeConservative, 16, 1) == 32,

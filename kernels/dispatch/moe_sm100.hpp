@@ -12,8 +12,8 @@ inline constexpr MoeTable kMoeSm100 = {
     "sm100 (Hopper's first-principles values, not measured)",
     // 16: the Hopper rule (moe_sm90.hpp); the write-up widens blocks at a threshold it does not state
     /*block32_min_avg_tokens=*/16,
-    // kNever: the dense MoE path is not built yet (the write-up hands high tokens per expert to it)
-    /*dense_min_avg_tokens=*/kNever,
+    // 128: the Hopper value (moe_sm90.hpp); the write-up hands high tokens per expert to this path too
+    /*dense_min_avg_tokens=*/128,
 };
 
 }  // namespace moe_heuristics

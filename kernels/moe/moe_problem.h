@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/common/problem.h"
 
@@ -27,7 +28,7 @@ namespace swordfish {
 enum class MoePath : int {
   kAuto = 0,   // the MoE dispatcher's choice
   kFused = 1,  // the decode-machinery Stream-K expert GEMM (kernels/moe)
-  kDense = 2,  // dequantize the experts + bf16 grouped GEMM (not built yet: refused with a reason)
+  kDense = 2,  // dequantize the experts + a grouped GEMM (kernels/moe/moe_dense.h)
 };
 
 constexpr const char* moe_path_name(MoePath p) {
@@ -51,6 +52,17 @@ struct MoeWeight {
   bool channelwise = false;         // one scale row replicated K / group times (row 0 is read)
 };
 
+// The grouped GEMM the dense path calls (the op layer supplies torch's): for
+// expert runs e = 0 .. E - 1, rows [offs[e - 1], offs[e]) of a (rows, K) get
+// out = a @ W[e]^T with W (E, N, K) row-major; out (rows, N) in the dtype,
+// allocated by the callee and alive until the MoeProblem's run returns (the
+// stream orders its reuse). Rows from offs[E - 1] on are not computed.
+struct MoeGroupedGemm {
+  void* ctx = nullptr;
+  std::string (*run)(void* ctx, const void* a, long long rows, int K, const void* w, int N, int E,
+                     const int32_t* offs, void** out) = nullptr;
+};
+
 struct MoeProblem {
   const void* x = nullptr;             // (T, H) row-major, dtype
   MoeWeight w13;                       // K = H, N = 2I ([gate | up] along N)
@@ -71,6 +83,8 @@ struct MoeProblem {
   MoeActivation activation = MoeActivation::kSilu;
   bool weights_on_input = false;  // router weight scales x's row before w13 (top_k == 1 only)
   bool deterministic = false;     // no atomics: bit-identical run to run
+
+  const MoeGroupedGemm* grouped_gemm = nullptr;  // the dense path's GEMM (nullptr: the dense path is refused)
 
   void* workspace = nullptr;  // from the caller's allocator, >= workspace_bytes(); 256-byte aligned
   size_t workspace_bytes = 0;

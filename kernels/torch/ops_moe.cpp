@@ -145,6 +145,50 @@ void fill_device(const char* op, MoeProblem& p, int64_t device) {
   p.cc_minor = info.cc_minor;
 }
 
+// A non-owning tensor over device memory the caller keeps alive (the dense path's workspace pieces).
+Tensor device_view(void* data, std::initializer_list<int64_t> sizes, int32_t dtype, int32_t device) {
+  std::vector<int64_t> sz(sizes), st(sz.size(), 1);
+  for (int i = static_cast<int>(sz.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * sz[i + 1];
+  AtenTensorHandle h = nullptr;
+  const AOTITorchError e = aoti_torch_create_tensor_from_blob(data, static_cast<int64_t>(sz.size()), sz.data(),
+                                                               st.data(), 0, dtype, aoti_torch_device_type_cuda(),
+                                                               device, &h);
+  if (e != AOTI_TORCH_SUCCESS) throw std::runtime_error("fused_moe: cannot wrap a workspace piece as a tensor");
+  return Tensor(h);
+}
+
+// The dense MoE path's grouped GEMM (moe_problem.h's MoeGroupedGemm): torch's _grouped_mm on token-sorted rows,
+// W (E, N, K) row-major handed over as its (E, K, N) transpose (the column-major B that the sm90 kernel takes).
+struct GroupedGemmContext {
+  int32_t dtype;                 // aoti dtype of the activations
+  int32_t device;
+  std::vector<Tensor> outputs;   // alive until fused_moe returns; the stream orders the reuse of their memory
+};
+
+std::string grouped_gemm(void* ctx_ptr, const void* a, long long rows, int K, const void* w, int N, int E,
+                         const int32_t* offs, void** out) {
+  auto* ctx = static_cast<GroupedGemmContext*>(ctx_ptr);
+  try {
+    Tensor ta = device_view(const_cast<void*>(a), {rows, K}, ctx->dtype, ctx->device);
+    Tensor tw = device_view(const_cast<void*>(w), {E, N, K}, ctx->dtype, ctx->device);
+    Tensor to = device_view(const_cast<int32_t*>(offs), {E}, aoti_torch_dtype_int32(), ctx->device);
+    std::array<StableIValue, 5> stack{torch::stable::detail::from(ta),
+                                      torch::stable::detail::from(torch::stable::transpose(tw, 1, 2)),
+                                      torch::stable::detail::from(std::optional<Tensor>(to)),
+                                      torch::stable::detail::from(std::nullopt),
+                                      torch::stable::detail::from(std::nullopt)};
+    const AOTITorchError e = torch_call_dispatcher("aten::_grouped_mm", "", stack.data(), TORCH_ABI_VERSION);
+    if (e != AOTI_TORCH_SUCCESS) return "torch._grouped_mm failed (rows " + std::to_string(rows) + ", K " +
+                                        std::to_string(K) + ", N " + std::to_string(N) + ", E " +
+                                        std::to_string(E) + ")";
+    ctx->outputs.push_back(torch::stable::detail::to<Tensor>(stack[0]));
+    *out = ctx->outputs.back().data_ptr();
+  } catch (const std::exception& ex) {
+    return std::string("torch._grouped_mm: ") + ex.what();
+  }
+  return "";
+}
+
 MoePath resolve_path(const char* op, const MoeProblem& p, int64_t path) {
   SF_CHECK(path >= 0 && path <= 2, op, "path must be 0 (auto), 1 (fused) or 2 (dense), got ", path);
   const MoePath chosen = path == 0 ? dispatch::moe_select(p) : static_cast<MoePath>(path);
@@ -215,6 +259,11 @@ Tensor fused_moe(Tensor x, Tensor w13_packed, Tensor w13_scales, std::optional<T
   p.weights_on_input = weights_on_input;
   p.deterministic = det;
   fill_device(op, p, device);
+  GroupedGemmContext gg_ctx{x.scalar_type() == ScalarType::BFloat16 ? aoti_torch_dtype_bfloat16()
+                                                                    : aoti_torch_dtype_float16(),
+                            device, {}};
+  const MoeGroupedGemm gg{&gg_ctx, &grouped_gemm};
+  p.grouped_gemm = &gg;
   const MoePath chosen = resolve_path(op, p, path);
 
   Tensor y = empty_like_device({T, H}, x.scalar_type(), x);
@@ -255,6 +304,8 @@ int64_t moe_select_path(int64_t T, int64_t top_k, int64_t E, int64_t H, int64_t 
   p.w13.group = p.w2.group = static_cast<int>(group);
   p.dtype = static_cast<DType>(dtype);
   fill_device(op, p, device);
+  static const MoeGroupedGemm kTorchGroupedGemm{nullptr, &grouped_gemm};  // fused_moe supplies this GEMM too
+  p.grouped_gemm = &kTorchGroupedGemm;
   return static_cast<int64_t>(dispatch::moe_select(p));
 }
 

@@ -1,0 +1,49 @@
+// The dense MoE path (high tokens per expert): dequantize every expert into a
+// plain fp16/bf16 scratch weight and hand the token-sorted activations to a
+// grouped GEMM. Host C++ interface; kernels and host side in moe_dense.cu.
+//
+// The grouped GEMM comes from the op layer (MoeProblem::grouped_gemm: torch's
+// _grouped_mm, its CUTLASS kernel on sm90). One stream, no host
+// synchronisation, no allocation here (CUDA-graph safe):
+//   align (blocks of kDenseBlockM) -> offs, pos -> gathered activations a
+//   -> W13 dequantized into (E, 2I, H) -> h = a @ W13[e]^T per expert run
+//   -> a2 = act(h[:, :I]) * h[:, I:] -> W2 dequantized into (E, H, I)
+//   -> o = a2 @ W2[e]^T -> y[t] = sum_j w[t, j] o[pos[t * top_k + j]] (fp32)
+// No atomics: the output is bit-stable run to run (deterministic by
+// construction).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/moe/moe_problem.h"
+
+namespace swordfish {
+namespace moe {
+
+// Rows per padded expert run: the grouped GEMM needs no padding, so the
+// smallest block moe_align makes.
+inline constexpr int kDenseBlockM = 16;
+
+long long dense_rows(const MoeProblem& p);
+
+// "" when the dense path can run p (a grouped GEMM supplied, the formats the
+// dense-tier dequant takes, H and I multiples of 8, E <= 65535), else the
+// reason naming the value. Shapes and flags only.
+std::string dense_can_implement(const MoeProblem& p);
+
+// Workspace: the sort, the gathered and activated rows, and one scratch of
+// E * 2I * H elements that holds W13 and then W2 (the stream orders the reuse).
+size_t dense_workspace_bytes(const MoeProblem& p);
+
+// Enqueue the layer (align -> index -> gather -> dequant W13 -> GEMM -> act ->
+// dequant W2 -> GEMM -> top-k sum). "" or the error.
+std::string dense_launch(const MoeProblem& p, cudaStream_t stream);
+
+// One line naming the configuration (SWORDFISH_DEBUG logs, tests).
+std::string dense_describe(const MoeProblem& p);
+
+}  // namespace moe
+}  // namespace swordfish
