@@ -223,8 +223,15 @@ Workspace workspace(const MoeProblem& p) {
 std::string dense_can_implement(const MoeProblem& p) {
   if (p.grouped_gemm == nullptr || p.grouped_gemm->run == nullptr)
     return "the dense MoE path needs a grouped GEMM from the op layer (torch's _grouped_mm), none was supplied";
+  // torch._grouped_mm's CUTLASS kernels take bf16 on sm90 / sm100; anything else goes to its fallback, which
+  // synchronises with the host (no CUDA graphs) and loops over the experts.
+  if (p.dtype != DType::kBFloat16) return "the dense MoE path needs bfloat16 activations (torch._grouped_mm's kernel)";
+  if (p.cc_major != 9 && p.cc_major != 10)
+    return "the dense MoE path needs sm90 or sm100 (torch._grouped_mm's kernel), got compute capability " +
+           str(p.cc_major) + "." + str(p.cc_minor);
   if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
-  if (p.E < 1 || p.E > 65535) return "the dense MoE path needs 1 <= E <= 65535, got E = " + str(p.E);
+  if (p.E < 1 || p.E > kDenseMaxExperts)
+    return "the dense MoE path needs 1 <= E <= " + str(kDenseMaxExperts) + ", got E = " + str(p.E);
   if (p.H % 8 != 0 || p.I % 8 != 0)
     return "the grouped GEMM needs H and I to be multiples of 8, got H = " + str(p.H) + ", I = " + str(p.I);
   std::string why = dense::can_implement_dequant(expert_problem(p, p.w13, p.H, 2 * p.I));
@@ -247,6 +254,8 @@ std::string dense_launch(const MoeProblem& p, cudaStream_t stream) {
     return "moe dense: workspace of " + str(static_cast<long long>(l.total)) + " bytes required, got " +
            str(p.workspace == nullptr ? 0 : static_cast<long long>(p.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0) return "moe dense: workspace must be 256-byte aligned";
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.y) % 16 != 0)
+    return "moe dense: x and y must be 16-byte aligned";
   unsigned char* ws = static_cast<unsigned char*>(p.workspace);
   const long long slots = static_cast<long long>(p.T) * p.top_k, rows = dense_rows(p);
   const MoeGroupedGemm& gg = *p.grouped_gemm;

@@ -26,11 +26,14 @@ namespace moe {
 // Rows per padded expert run: the grouped GEMM needs no padding, so the
 // smallest block moe_align makes.
 inline constexpr int kDenseBlockM = 16;
+// Experts the index kernel counts in shared memory (4 bytes each, under the 48 KiB static limit).
+inline constexpr int kDenseMaxExperts = 8192;
 
 long long dense_rows(const MoeProblem& p);
 
-// "" when the dense path can run p (a grouped GEMM supplied, the formats the
-// dense-tier dequant takes, H and I multiples of 8, E <= 65535), else the
+// "" when the dense path can run p (a grouped GEMM supplied, bf16 on sm90 /
+// sm100, the formats the dense-tier dequant takes, H and I multiples of 8,
+// E <= kDenseMaxExperts), else the
 // reason naming the value. Shapes and flags only.
 std::string dense_can_implement(const MoeProblem& p);
 
