@@ -10,6 +10,10 @@ namespace swordfish {
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
+    if (device < 0) {  // an unset problem device (-1): never fall back to whatever is current
+      ok_ = false;
+      return;
+    }
     if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
       ok_ = cudaSetDevice(device) == cudaSuccess;
       restore_ = ok_;

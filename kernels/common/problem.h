@@ -73,7 +73,7 @@ struct GemmProblem {
   void* workspace = nullptr;    // from the caller's allocator, >= workspace_bytes()
   size_t workspace_bytes = 0;
 
-  int device = 0;     // the CUDA device of every pointer above
+  int device = -1;    // the CUDA device of every pointer above (-1: unset, refused by the runners)
   int sm_count = 0;   // of that device
   int cc_major = 0, cc_minor = 0;  // its compute capability
 };

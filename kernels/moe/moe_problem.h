@@ -89,7 +89,7 @@ struct MoeProblem {
   void* workspace = nullptr;  // from the caller's allocator, >= workspace_bytes(); 256-byte aligned
   size_t workspace_bytes = 0;
 
-  int device = 0;
+  int device = -1;  // the CUDA device of every pointer (-1: unset, refused by moe_run)
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
 };
