@@ -26,6 +26,13 @@ How it times (the method of shared/GPU.md and the device METHOD.md):
   permutation + activations + output) over the HBM read bandwidth of a large
   bf16 sum, and 2*M*N*K over the tensor-core rate of a large dense matmul.
   Compare ratios from one run, never absolute times from different runs.
+* With ``--peers``: vLLM's kernels for the same weights (``marlin``, and
+  ``machete`` on sm90; swordfish_backend/peers.py), built from the GPTQ
+  tensors Swordfish's weight is built from, each checked against the fp32
+  reference (``reference.dequantize``; ``check.output_error`` on up to 64 rows
+  of x) before it joins the same interleaved rounds. ``auto`` is checked too.
+  A peer that cannot run (vLLM absent, op missing, GPU, format or shape) is an
+  ``unavailable`` row saying why; one that fails the check is an ``error`` row.
 
 JSON result, schema ``swordfish-bench`` version 1 (``validate_result``
 checks it)::
@@ -56,6 +63,8 @@ checks it)::
            "us_min": 5.0, "us_max": 5.3, "spread": 0.06,  # over the rounds (spread = max / min - 1)
            "rounds_us": [5.1, ...]}                       # timed rows only
     # roofline rows carry "hbm_floor_us" and "compute_floor_us" instead.
+    # with --peers: impl may also be "marlin" | "machete"; checked rows (peers, auto) carry
+    # "err" (error / tolerance, <= 1 passes); config gains "peers": {"names", "source", "error"}.
 
 ``vs_cublas`` is cuBLAS time / this time (above 1: faster than cuBLAS);
 ``pct_roofline`` is 100 * roofline time / this time.
@@ -74,7 +83,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ops
+from . import ops, peers
 
 SCHEMA = "swordfish-bench"
 SCHEMA_VERSION = 1
@@ -82,6 +91,7 @@ SCHEMA_VERSION = 1
 KERNEL_PATHS = tuple(name for value, name in sorted(ops.PATH_NAMES.items()) if value != ops.PATH_AUTO)
 SWORDFISH_IMPLS = ("auto",) + KERNEL_PATHS
 IMPLS = SWORDFISH_IMPLS + ("cublas", "roofline")
+PEER_IMPLS = peers.DENSE  # with --peers: vLLM's kernels, timed in the same rounds (swordfish_backend/peers.py)
 STATUSES = ("ok", "unavailable", "error")
 DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
@@ -116,6 +126,8 @@ class Config:
     models: list = field(default_factory=list)
     commit: str | None = None
     rounds: int = ROUNDS
+    peers: tuple = ()           # peer names (peers.DENSE), also listed in impls before roofline
+    peer_source: object = None  # peers.Source: where their ops came from, or why not
 
 
 # ------------------------------------------------------------------ sizes and metrics
@@ -211,7 +223,7 @@ def _check_fields(obj, spec: dict, where: str) -> None:
 
 def validate_result(doc: dict) -> None:
     """Raise ValueError naming the first thing in `doc` that breaks schema version 1."""
-    _validate(doc, SCHEMA, SCHEMA_VERSION, _CONFIG, _ROW, lambda cfg: (IMPLS, str(IMPLS)))
+    _validate(doc, SCHEMA, SCHEMA_VERSION, _CONFIG, _ROW, lambda cfg: (IMPLS + PEER_IMPLS, str(IMPLS + PEER_IMPLS)))
 
 
 def _validate(doc: dict, schema: str, version: int, config_spec: dict, row_spec: dict, impls_of) -> None:
@@ -346,8 +358,9 @@ def format_table(doc: dict) -> str:
         (f"ceilings measured in this run: HBM read {ceil['hbm_read_gbps']:.0f} GB/s, "
          f"dense {cfg['dtype']} matmul {ceil['mma_tflops']:.0f} TFLOP/s"),
         f"us = microseconds per call ({_how_timed(doc)}); xcuBLAS > 1 is faster than cuBLAS",
-    ]
+    ] + peer_header(cfg)
     others = [i for i in cfg["impls"] if i != "auto"]
+    peer_names = peer_impls(cfg)
     by_key = {(r["model"], r["layer"], r["M"], r["impl"]): r for r in rows}
     layers = []
     for r in rows:
@@ -359,7 +372,7 @@ def format_table(doc: dict) -> str:
         lines.append("")
         lines.append(f"{model} {layer}  (K={K}, N={N})")
         head = f"{'M':>6}  {'path':<8}{'us':>9}{'TFLOP/s':>9}{'wGB/s':>8}{'xcuBLAS':>8}{'%roof':>6} |"
-        head += "".join(f"{name:>9}" for name in others)
+        head += "".join(f"{name:>9}" for name in others) + peer_head(peer_names)
         lines.append(head)
         ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
         for M in ms:
@@ -372,8 +385,57 @@ def format_table(doc: dict) -> str:
                 line = f"{M:>6}  {'-':<8}{'-':>9}{'-':>9}{'-':>8}{'-':>8}{'-':>6} |"
                 if auto is not None:
                     notes.setdefault(auto["note"] or auto["status"], len(notes) + 1)
-            lines.append(line + _impl_cells(by_key, (model, layer, M), others, notes))
+            lines.append(line + _impl_cells(by_key, (model, layer, M), others, notes)
+                         + peer_cell(by_key, (model, layer, M), peer_names))
     return "\n".join(lines + _note_lines(notes))
+
+
+def peer_impls(cfg: dict) -> list:
+    """The peers (peers.DENSE / peers.MOE names) among a document's implementations."""
+    return [i for i in cfg["impls"] if i in peers.DENSE + peers.MOE]
+
+
+def peer_header(cfg: dict) -> list:
+    """The table's line about the peers: where their ops came from (or why none ran), and the xpeer column."""
+    if not peer_impls(cfg):
+        return []
+    p = cfg.get("peers") or {}
+    where = p.get("source") or f"none ran: {p.get('error') or 'unknown'}"
+    return [f"peers (vLLM's kernels on the same weights, checked against the fp32 reference first): {where}; "
+            "xpeer = best peer us / Swordfish auto us (> 1: Swordfish faster)"]
+
+
+def peer_summary(rows: list, peer_names: list) -> str:
+    """A plot panel's second title line: the geometric mean (and range) over M of best peer / Swordfish auto."""
+    if not peer_names:
+        return ""
+    by = {(r["M"], r["impl"]): r["us"] for r in rows if r["status"] == "ok" and r["us"]}
+    ratios = []
+    for M in sorted({m for m, _ in by}):
+        _, us = peers.best({n: by.get((M, n)) for n in peer_names})
+        if us and by.get((M, "auto")):
+            ratios.append(us / by[(M, "auto")])
+    if not ratios:
+        return "\nno peer ran"
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return f"\nbest peer / Swordfish: {gm:.2f}x geomean ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
+def peer_head(peer_names: list) -> str:
+    return f"  {'xpeer (best)':<18}" if peer_names else ""
+
+
+def peer_cell(by_key: dict, key: tuple, peer_names: list) -> str:
+    """Swordfish auto's speed-up over the fastest peer that ran at `key`, and which peer that was."""
+    if not peer_names:
+        return ""
+    auto = by_key.get(key + ("auto",))
+    name, us = peers.best({n: (by_key.get(key + (n,)) or {}).get("us") for n in peer_names
+                           if (by_key.get(key + (n,)) or {}).get("status") == "ok"})
+    if name is None or auto is None or auto["status"] != "ok" or not auto["us"]:
+        return f"  {'-':<18}"
+    cell = f"{us / auto['us']:.2f} ({name})"
+    return f"  {cell:<18}"
 
 
 def _impl_cells(by_key: dict, key: tuple, impls: list, notes: dict) -> str:
@@ -409,10 +471,14 @@ _STYLE = {
     "fused": dict(color="#1f77b4", linewidth=1.2, marker="s", markersize=3),
     "torch": dict(color="black", linewidth=1.6, linestyle="--", marker="x", markersize=4),
     "roofline": dict(color="0.45", linewidth=1.4, linestyle=":"),
+    "marlin": dict(color="#ff7f0e", linewidth=1.6, linestyle="-.", marker="D", markersize=3),
+    "machete": dict(color="#8c564b", linewidth=1.6, linestyle="-.", marker="P", markersize=4),
+    "marlin_moe": dict(color="#ff7f0e", linewidth=1.6, linestyle="-.", marker="D", markersize=3),
 }
 _LABEL = {"auto": "swordfish auto (dispatcher)", "decode": "decode (forced)", "dense": "dense (forced)",
           "prefill": "prefill (forced)", "cublas": "cuBLAS (dense weight)", "roofline": "roofline floor",
-          "fused": "fused (forced)", "torch": "torch bf16 MoE (dequantized experts)"}
+          "fused": "fused (forced)", "torch": "torch bf16 MoE (dequantized experts)",
+          "marlin": "vLLM Marlin (peer)", "machete": "vLLM Machete (peer)", "marlin_moe": "vLLM Marlin MoE (peer)"}
 
 
 def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = None,
@@ -467,8 +533,8 @@ def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = 
         every = [r["us"] for r in mine]
         if anchor and every:
             ax.set_ylim(min(every) * 0.7, max(anchor) * 4)
-        ax.set_title(panel_title(model, layer, K, N) if panel_title else f"{model} {layer}  (K={K}, N={N})",
-                     fontsize=10)
+        ax.set_title((panel_title(model, layer, K, N) if panel_title else f"{model} {layer}  (K={K}, N={N})")
+                     + peer_summary(mine, peer_impls(cfg)), fontsize=10)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("time per call (us, log)")
         ax.grid(True, which="major", alpha=0.35)
@@ -485,7 +551,7 @@ def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = 
                  f"(commit {doc['commit'] or 'unknown'}, {doc['created'][:10]})\n{note}", fontsize=10)
     order = [i for i in cfg["impls"] if i in handles]
     fig.legend([handles[i] for i in order], [_LABEL.get(i, i) for i in order], loc="lower center",
-               ncol=min(len(order), 6), fontsize=9, frameon=False)
+               ncol=min(len(order), 6 if ncols > 1 else 3), fontsize=9, frameon=False)  # one panel: 3 fit its width
     fig.tight_layout(rect=(0, 0.06 if nrows > 1 else 0.1, 1, 0.95))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -717,11 +783,10 @@ def _copies(bytes_per_copy: int, l2_bytes: int, free_bytes: int) -> int:
     return int(max(2, min(want, MAX_CALLS, fit)))
 
 
-def random_weight(K: int, N: int, cfg: Config, device, gen):
-    """A QuantizedWeight of random codes and scales on `device` (built through the checkpoint converters)."""
+def random_checkpoint(K: int, N: int, cfg: Config, device, gen) -> dict:
+    """Random codes and scales on `device` as a checkpoint holds them: AWQ {"qweight", "qzeros", "scales"} with
+    --zero-points, else GPTQ {"qweight" int32 (K * bits / 32, N), "scales", "g_idx" or None}."""
     import torch
-
-    from .weight import QuantizedWeight
 
     torch_dtype = getattr(torch, DTYPES[cfg.dtype])
     groups = 1 if cfg.group == -1 else K // cfg.group
@@ -732,14 +797,84 @@ def random_weight(K: int, N: int, cfg: Config, device, gen):
 
     scales = (torch.rand(groups, N, generator=gen, device=device) * 0.01 + 0.001).to(torch_dtype)
     if cfg.zero_points:
-        return QuantizedWeight.from_awq(words(K, N // 8), words(groups, N // 8), scales, group_size=cfg.group,
-                                        dtype=torch_dtype)
+        return {"qweight": words(K, N // 8), "qzeros": words(groups, N // 8), "scales": scales}
     g_idx = None
     if cfg.act_order:
         g_idx = (torch.arange(K, device=device) // cfg.group)[torch.randperm(K, generator=gen, device=device)]
         g_idx = g_idx.to(torch.int32)
-    return QuantizedWeight.from_gptq(words(K * cfg.bits // 32, N), scales, g_idx, bits=cfg.bits,
+    return {"qweight": words(K * cfg.bits // 32, N), "scales": scales, "g_idx": g_idx}
+
+
+def weight_of(ckpt: dict, cfg: Config):
+    """The QuantizedWeight of a random_checkpoint (built through the checkpoint converters)."""
+    import torch
+
+    from .weight import QuantizedWeight
+
+    torch_dtype = getattr(torch, DTYPES[cfg.dtype])
+    if "qzeros" in ckpt:
+        return QuantizedWeight.from_awq(ckpt["qweight"], ckpt["qzeros"], ckpt["scales"], group_size=cfg.group,
+                                        dtype=torch_dtype)
+    return QuantizedWeight.from_gptq(ckpt["qweight"], ckpt["scales"], ckpt["g_idx"], bits=cfg.bits,
                                      group_size=cfg.group, dtype=torch_dtype)
+
+
+def random_weight(K: int, N: int, cfg: Config, device, gen):
+    """A QuantizedWeight of random codes and scales on `device` (built through the checkpoint converters)."""
+    return weight_of(random_checkpoint(K, N, cfg, device, gen), cfg)
+
+
+# ------------------------------------------------------------------ peers (--peers)
+
+CHECK_ROWS = 64   # rows of x whose output a checked implementation must match (spread over M: every M tile)
+
+
+def peer_state(cfg, device) -> dict:
+    """{peer: why it cannot run on this GPU, or None} for cfg.peers (vLLM absent, op missing, GPU)."""
+    return {name: peers.reason(name, cfg.peer_source, device) for name in cfg.peers}
+
+
+def check_rows(M: int, device):
+    """Indices of up to CHECK_ROWS rows spread over 0..M-1 (first and last included)."""
+    import torch
+
+    return torch.linspace(0, M - 1, min(M, CHECK_ROWS), device=device).round().long().unique()
+
+
+def reference_rows(x, rows, wref):
+    """fp64 x[rows] @ wref^T (wref: fp32 (N, K)), over column blocks of the weight (no fp64 copy of it)."""
+    import torch
+
+    xr = x[rows].to(torch.float64)
+    return torch.cat([xr @ wref[n:n + 8192].to(torch.float64).t() for n in range(0, wref.shape[0], 8192)], dim=1)
+
+
+def checked_error(fn, rows, ref, dtype, K: int) -> float:
+    """check.output_error (<= 1 passes) of fn()'s output rows against their fp64 reference."""
+    from . import check
+
+    return check.output_error(fn()[rows], ref, check.unit_roundoff(dtype), K)
+
+
+def prepare_peers(cfg: Config, state: dict, ckpt: dict, K: int, N: int, copies: int) -> dict:
+    """{peer: [f(x) per weight copy]} for the peers that run this layer, {peer: (status, note)} for the others."""
+    import torch
+
+    torch_dtype = getattr(torch, DTYPES[cfg.dtype])
+    out = {}
+    for name in cfg.peers:
+        a = peers.ADAPTERS[name]
+        why = state[name] or a.supports(K, N, bits=cfg.bits, group=cfg.group, dtype=torch_dtype,
+                                        zero_points=cfg.zero_points, act_order=cfg.act_order)
+        if why:
+            out[name] = ("unavailable", f"{name}: {why}")
+            continue
+        try:
+            out[name] = [a.prepare(ckpt["qweight"], ckpt["scales"], bits=cfg.bits, group=cfg.group, dtype=torch_dtype)
+                         for _ in range(copies)]
+        except Exception as e:  # noqa: BLE001 - recorded, the rest runs
+            out[name] = ("error", f"{name}: preparing the weight failed: {peers.first_line(e)}")
+    return out
 
 
 def _setup(index: int):
@@ -767,6 +902,8 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
     import torch
     import torch.nn.functional as F
 
+    from . import reference
+
     device, info = _setup(cfg.device_index)
     torch_dtype = getattr(torch, DTYPES[cfg.dtype])
     gen = torch.Generator(device=device)
@@ -775,10 +912,12 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
     det = 1 if cfg.deterministic else 0
     l2 = info["l2_bytes"] or L2_UNKNOWN
     stream = torch.cuda.Stream(device) if device.type == "cuda" else None  # captures run on a side stream
+    state = peer_state(cfg, device)
     rows = []
     for model, layer in cfg.layers:
         K, N = layer.K, layer.N
-        w = random_weight(K, N, cfg, device, gen)
+        ckpt = random_checkpoint(K, N, cfg, device, gen)
+        w = weight_of(ckpt, cfg)
         packed, scales, zeros, perm, bits, group, channelwise = w.kernel_args()
         wbytes = quantized_bytes(K, N, cfg.bits, cfg.group, zeros is not None, perm is not None)
         free = _free_bytes(device)
@@ -791,15 +930,41 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
             nd = _copies(dense_bytes, l2, free)
             dcopies = [torch.randn(N, K, generator=gen, device=device, dtype=torch.float32).mul_(0.02)
                        .to(torch_dtype) for _ in range(nd)]
+        peer_fns = prepare_peers(cfg, state, ckpt, K, N, nq) if cfg.peers else {}
+        wref = reference.dequantize(w) if cfg.peers else None  # fp32 (N, K), pure torch: the checked impls' reference
+        del ckpt
         for M in cfg.m:
             x = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32).to(torch_dtype)
-            calls = {}
+            calls, checked = {}, {}
             for impl in cfg.impls:
                 if impl == "cublas":
                     calls[impl] = [functools.partial(F.linear, x, d) for d in dcopies]
+                elif impl in cfg.peers:
+                    fns = peer_fns[impl]
+                    if isinstance(fns, tuple):
+                        checked[impl] = {"status": fns[0], "note": fns[1]}
+                    else:
+                        calls[impl] = [functools.partial(f, x) for f in fns]
                 elif impl != "roofline":
                     calls[impl] = [functools.partial(ops.gemm, x, p, s, z, perm, None, bits, group, channelwise,
                                                      ops.PATHS[impl], det) for p, s, z in qcopies]
+            if cfg.peers:  # every peer (and auto) against the fp32 reference before it is timed
+                idx = check_rows(M, device)
+                ref = reference_rows(x, idx, wref)
+                for impl in [i for i in cfg.impls if (i in cfg.peers or i == "auto") and i in calls]:
+                    try:
+                        err = checked_error(calls[impl][0], idx, ref, torch_dtype, K)
+                    except Exception as e:  # noqa: BLE001 - recorded, the rest runs
+                        status, note = failure(impl, e)
+                        checked[impl] = {"status": status, "note": note}
+                        del calls[impl]
+                        continue
+                    checked[impl] = {"err": err}
+                    if err > 1 and impl != "auto":  # a wrong peer is not timed; auto keeps its row and shows err
+                        checked[impl].update(status="error", note=f"{impl}: wrong result, error {err:.3g}x the "
+                                                                  "tolerance against the fp32 reference")
+                        del calls[impl]
+                del ref
             timed = time_point(calls, stream, cfg.rounds, cfg.device_index)
             for impl in cfg.impls:
                 if impl == "roofline":
@@ -807,17 +972,27 @@ def run(cfg: Config, progress: Progress | None = None) -> dict:
                     rows.append(make_row(model, layer, M, impl, us=roof, weight_bytes=wbytes,
                                          hbm_floor_us=hbm, compute_floor_us=compute))
                     continue
-                rows.append(timed_row(model, layer, M, impl, timed[impl], dense_bytes if impl == "cublas" else wbytes))
+                c = checked.get(impl, {})
+                extra = {"err": c["err"]} if "err" in c else {}
+                bytes_read = dense_bytes if impl == "cublas" else wbytes
+                if "status" in c:
+                    rows.append(make_row(model, layer, M, impl, status=c["status"], note=c["note"],
+                                         weight_bytes=bytes_read, **extra))
+                else:
+                    rows.append(make_row(model, layer, M, impl, weight_bytes=bytes_read, **timed_fields(timed[impl]),
+                                         **extra))
                 if progress is not None:
                     progress.step(f"{model} {layer.name} M={M} {impl}")
             del x, calls
             if device.type == "cuda":
                 torch.cuda.empty_cache()  # the graphs' private pools (GBs at large M)
-        del w, qcopies, dcopies, packed, scales, zeros, perm
+        del w, qcopies, dcopies, packed, scales, zeros, perm, peer_fns, wref
         if device.type == "cuda":
             torch.cuda.empty_cache()
     config = {"models": list(cfg.models), "bits": cfg.bits, "group": cfg.group, "dtype": cfg.dtype,
               "m": list(cfg.m), "impls": list(cfg.impls), "zero_points": cfg.zero_points,
               "act_order": cfg.act_order, "deterministic": cfg.deterministic}
+    if cfg.peers:
+        config["peers"] = peers.describe(cfg.peers, cfg.peer_source)
     return make_result(rows, device=info, config=config, ceilings=ceilings, commit=cfg.commit, rounds=cfg.rounds,
                        torch_version=torch.__version__, cuda_version=torch.version.cuda)

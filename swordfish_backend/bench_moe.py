@@ -15,6 +15,9 @@ Per model preset (presets.MOE_PRESETS: E experts, top-k, H, I) and token count T
 * Every implementation is checked against ``moe.reference_moe`` on the first
   routing set of each point before it is timed (``moe.output_error`` <= 1);
   a wrong one is recorded as an error and not timed.
+* With ``--peers``: vLLM's Marlin MoE (``marlin_moe``: swordfish_backend/peers.py)
+  on each weight copy's GPTQ tensors, checked the same way, then timed in the
+  same rounds; one that cannot run is an ``unavailable`` row saying why.
 * Timing is ``bench.time_point``: one CUDA graph per implementation, replayed
   in interleaved rounds (bench.py's module doc says why).
 * The roofline is the larger of two floors from ceilings measured in the same
@@ -33,7 +36,7 @@ JSON result, schema ``swordfish-bench-moe`` version 1 (``validate_result``)::
      "rows": [ROW, ...]}
 
     ROW = {"model": "qwen3-30b-a3b", "E": 128, "top_k": 8, "H": 2048, "I": 768, "T": 1,
-           "impl": "auto" | <path> | "torch" | "roofline", "status": "ok" | "unavailable" | "error",
+           "impl": "auto" | <path> | "torch" | "marlin_moe" (--peers) | "roofline", "status": "ok" | "unavailable" | "error",
            "note": null | "why", "path": "fused" | null,   # the path that ran (auto: the dispatcher's choice)
            "us": 12.3 | null,                             # per MoE layer call (roofline: the floor)
            "pct_roofline", "vs_torch", "tflops": ... | null,  # vs_torch = torch us / us (> 1: faster)
@@ -51,7 +54,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from . import bench, ops
+from . import bench, ops, peers
 
 SCHEMA = "swordfish-bench-moe"
 SCHEMA_VERSION = 1
@@ -79,6 +82,8 @@ class Config:
     seed: int = 0
     commit: str | None = None
     rounds: int = bench.ROUNDS
+    peers: tuple = ()           # peer names (peers.MOE), also listed in impls before roofline
+    peer_source: object = None  # peers.Source
 
 
 # ------------------------------------------------------------------ sizes and metrics
@@ -190,8 +195,9 @@ def format_table(doc: dict) -> str:
          f"dense {cfg['dtype']} matmul {ceil['mma_tflops']:.0f} TFLOP/s"),
         (f"us = microseconds per MoE layer ({bench._how_timed(doc)} and routings); %roof = roofline / time; "
          f"xtorch > 1 is faster than the torch {cfg['dtype']} MoE ({cfg.get('torch_moe') or '?'})"),
-    ]
+    ] + bench.peer_header(cfg)
     others = [i for i in cfg["impls"] if i != "auto"]
+    peer_names = bench.peer_impls(cfg)
     by_key = {(r["model"], r["T"], r["impl"]): r for r in doc["rows"]}
     notes: dict = {}
     for model in dict.fromkeys(r["model"] for r in doc["rows"]):
@@ -199,7 +205,7 @@ def format_table(doc: dict) -> str:
         r0 = mine[0]
         lines += ["", f"{model}  (E={r0['E']}, top-{r0['top_k']}, H={r0['H']}, I={r0['I']})"]
         lines.append(f"{'T':>6} {'experts':>7}  {'path':<7}{'us':>9}{'%roof':>6}{'xtorch':>7} |"
-                     + "".join(f"{name:>9}" for name in others))
+                     + "".join(f"{name:>9}" for name in others) + bench.peer_head(peer_names))
         for T in sorted({r["T"] for r in mine}):
             auto = by_key.get((model, T, "auto"))
             touched = next((r["touched_experts"] for r in mine if r["T"] == T), 0.0)
@@ -210,7 +216,8 @@ def format_table(doc: dict) -> str:
                 line = f"{T:>6} {touched:>7.1f}  {'-':<7}{'-':>9}{'-':>6}{'-':>7} |"
                 if auto is not None:
                     notes.setdefault(auto["note"] or auto["status"], len(notes) + 1)
-            lines.append(line + bench._impl_cells(by_key, (model, T), others, notes))
+            lines.append(line + bench._impl_cells(by_key, (model, T), others, notes)
+                         + bench.peer_cell(by_key, (model, T), peer_names))
     return "\n".join(lines + bench._note_lines(notes))
 
 
@@ -282,9 +289,10 @@ def _grouped_mm_works(device, dtype) -> bool:
 # ------------------------------------------------------------------ running (CUDA)
 
 
-def random_experts(E: int, K: int, N: int, cfg: Config, device, gen):
+def random_experts(E: int, K: int, N: int, cfg: Config, device, gen, sources: list | None = None):
     """QuantizedExperts of random codes on `device`, built through the checkpoint converters; scales make
-    each output O(1) for O(1) inputs (1 / sqrt(K E[(q - zero)^2]))."""
+    each output O(1) for O(1) inputs (1 / sqrt(K E[(q - zero)^2])). `sources`, when given, receives the GPTQ
+    (qweight [E, K * bits / 32, N], scales [E, rows, N]) they were built from (None for AWQ)."""
     import torch
 
     from .moe import QuantizedExperts
@@ -301,14 +309,40 @@ def random_experts(E: int, K: int, N: int, cfg: Config, device, gen):
     scales = ((torch.rand(E, groups, N, generator=gen, device=device) * 0.5 + 0.75)
               / math.sqrt(spread * K)).to(torch_dtype)
     if cfg.zero_points:
+        if sources is not None:
+            sources.append(None)
         return QuantizedExperts.from_awq(words(E, K, N // 8), words(E, groups, N // 8), scales,
                                          group_size=cfg.group, dtype=torch_dtype)
     g_idx = None
     if cfg.act_order:
         base = torch.arange(K, device=device) // cfg.group
         g_idx = torch.stack([base[torch.randperm(K, generator=gen, device=device)] for _ in range(E)]).to(torch.int32)
-    return QuantizedExperts.from_gptq(words(E, K * cfg.bits // 32, N), scales, g_idx, bits=cfg.bits,
-                                      group_size=cfg.group, dtype=torch_dtype)
+    qweight = words(E, K * cfg.bits // 32, N)
+    if sources is not None:
+        sources.append((qweight, scales))
+    return QuantizedExperts.from_gptq(qweight, scales, g_idx, bits=cfg.bits, group_size=cfg.group, dtype=torch_dtype)
+
+
+def prepare_peers(cfg: Config, state: dict, preset, w13s: list, w2s: list) -> dict:
+    """{peer: [f(x, topk_weights, topk_ids) per weight copy]} for the peers that run this model, {peer: (status,
+    note)} for the others; w13s / w2s: each copy's GPTQ (qweight, scales) (None for AWQ)."""
+    import torch
+
+    torch_dtype = getattr(torch, bench.DTYPES[cfg.dtype])
+    out = {}
+    for name in cfg.peers:
+        a = peers.ADAPTERS[name]
+        why = state[name] or a.supports(preset.E, preset.H, preset.I, bits=cfg.bits, group=cfg.group,
+                                        dtype=torch_dtype, zero_points=cfg.zero_points, act_order=cfg.act_order)
+        if why:
+            out[name] = ("unavailable", f"{name}: {why}")
+            continue
+        try:
+            out[name] = [a.prepare(w13, w2, bits=cfg.bits, group=cfg.group, dtype=torch_dtype)
+                         for w13, w2 in zip(w13s, w2s)]
+        except Exception as e:  # noqa: BLE001 - recorded, the rest runs
+            out[name] = ("error", f"{name}: preparing the experts failed: {peers.first_line(e)}")
+    return out
 
 
 def _copies(touched_bytes: int, full_bytes: int, l2: int, free: int) -> int:
@@ -338,6 +372,7 @@ def run(cfg: Config, progress=None) -> dict:
     paths = ops.moe_paths()
     grouped = _grouped_mm_works(device, torch_dtype)
     kernel_impls = [i for i in cfg.impls if i in paths]
+    state = {name: peers.reason(name, cfg.peer_source, device) for name in cfg.peers}
     rows = []
     for p in cfg.models:
         E, k, H, I = p.E, p.top_k, p.H, p.I  # noqa: E741
@@ -346,8 +381,11 @@ def run(cfg: Config, progress=None) -> dict:
         free = bench._free_bytes(device)
         nq = _copies(k * per_expert, E * per_expert, l2, free)
         nd = _copies(k * dense_per_expert, E * dense_per_expert, l2, free) if BASELINE in cfg.impls else 0
-        qcopies = [(random_experts(E, H, 2 * I, cfg, device, gen), random_experts(E, I, H, cfg, device, gen))
-                   for _ in range(nq)]
+        sources: list = []  # GPTQ tensors of each copy, w13 then w2 (for the peers)
+        qcopies = [(random_experts(E, H, 2 * I, cfg, device, gen, sources),
+                    random_experts(E, I, H, cfg, device, gen, sources)) for _ in range(nq)]
+        peer_fns = prepare_peers(cfg, state, p, sources[0::2], sources[1::2])
+        del sources
         dcopies = [(w13.dequantize(), w2.dequantize()) for w13, w2 in (qcopies[c % nq] for c in range(nd))]
         sets = max(nq, nd)
         for T in cfg.tokens:
@@ -363,7 +401,13 @@ def run(cfg: Config, progress=None) -> dict:
             for impl in cfg.impls:
                 if impl == "roofline":
                     continue
-                if impl == BASELINE:
+                if impl in cfg.peers:
+                    if isinstance(peer_fns[impl], tuple):
+                        checked[impl] = {"status": peer_fns[impl][0], "note": peer_fns[impl][1]}
+                        continue
+                    fns = [functools.partial(peer_fns[impl][c % nq], xs[c], routing[c][1], routing[c][0])
+                           for c in range(sets)]
+                elif impl == BASELINE:
                     counts = [None] * sets if grouped else [
                         torch.bincount(ids.reshape(-1).long(), minlength=E).tolist() for ids, _ in routing]
                     fns = [functools.partial(torch_moe, xs[c], *dcopies[c % nd], routing[c][1], routing[c][0],
@@ -407,12 +451,14 @@ def run(cfg: Config, progress=None) -> dict:
             del routing, xs, calls, ref, fns
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        del qcopies, dcopies
+        del qcopies, dcopies, peer_fns
         if device.type == "cuda":
             torch.cuda.empty_cache()
     config = {"models": [p.name for p in cfg.models], "tokens": list(cfg.tokens), "bits": cfg.bits,
               "group": cfg.group, "dtype": cfg.dtype, "impls": list(cfg.impls), "zero_points": cfg.zero_points,
               "act_order": cfg.act_order, "deterministic": cfg.deterministic,
               "torch_moe": ("grouped_mm" if grouped else "loop") if BASELINE in cfg.impls else None}
+    if cfg.peers:
+        config["peers"] = peers.describe(cfg.peers, cfg.peer_source)
     return make_result(rows, device=info, config=config, ceilings=ceilings, commit=cfg.commit, rounds=cfg.rounds,
                        torch_version=torch.__version__, cuda_version=torch.version.cuda)

@@ -144,9 +144,34 @@ def _no_gpu(why: str) -> int:
     return EXIT_UNAVAILABLE
 
 
+def _peers(args, moe: bool) -> tuple:
+    """(peer names, peers.Source) of --peers / --peers-from, ((), None) without them. Loads the peer ops (imports
+    vLLM, or loads --peers-from's files) and says on stderr why they are missing; the bench then runs without."""
+    from . import peers
+
+    if args.peers is None and args.peers_from is None:
+        return (), None
+    try:
+        names = peers.parse(args.peers, moe)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    source = peers.load(args.peers_from)
+    if source.error:
+        _warn(f"swordfish bench --peers: {source.error}. The peer columns say so; the rest runs.")
+    return names, source
+
+
+def _with_peers(impls: list, names: tuple) -> list:
+    """The implementation list with the peers before the roofline (the table's and the plot's order)."""
+    return [i for i in impls if i != "roofline"] + list(names) + (["roofline"] if "roofline" in impls else [])
+
+
 def cmd_bench(args) -> int:
     from . import bench, presets
 
+    if (args.peers is not None or args.peers_from) and (args.from_json or args.checkpoint or args.list_presets):
+        raise UsageError("--peers times vLLM's kernels beside the preset or --shapes layers (or --moe); it does not "
+                         "go with --from-json, --checkpoint or --list-presets")
     if args.checkpoint:
         if args.moe:
             raise UsageError("--moe and --checkpoint time different things: give one of them")
@@ -181,12 +206,15 @@ def cmd_bench(args) -> int:
     impls = _csv(args.paths, bench.IMPLS, "--paths") if args.paths else list(bench.IMPLS)
     impls = [i for i in bench.IMPLS if i in impls]  # canonical order
     _check_format_flags(args)
+    peer_names, peer_source = _peers(args, moe=False)
+    impls = _with_peers(impls, peer_names)
 
     ok, why = gpu_status(args.device)
     if not ok:
         return _no_gpu(why)
 
     cfg = bench.Config(layers=layers, m=ms, bits=args.bits, group=args.group, dtype=args.dtype, impls=tuple(impls),
+                       peers=peer_names, peer_source=peer_source,
                        zero_points=args.zero_points, act_order=args.act_order, deterministic=args.deterministic,
                        device_index=args.device, seed=args.seed, rounds=args.rounds,
                        models=sorted({m for m, _ in layers}, key=[m for m, _ in layers].index),
@@ -249,6 +277,8 @@ def cmd_bench_moe(args) -> int:
     impls = _csv(args.paths, every, "--paths") if args.paths else list(every)
     impls = [i for i in every if i in impls]
     _check_format_flags(args)
+    peer_names, peer_source = _peers(args, moe=True)
+    impls = _with_peers(impls, peer_names)
 
     ok, why = gpu_status(args.device)
     if ok and not ops.has_moe():
@@ -258,6 +288,7 @@ def cmd_bench_moe(args) -> int:
     cfg = bench_moe.Config(models=models, tokens=tokens, bits=args.bits, group=args.group, dtype=args.dtype,
                            impls=tuple(impls), zero_points=args.zero_points, act_order=args.act_order,
                            deterministic=args.deterministic, device_index=args.device, seed=args.seed,
+                           peers=peer_names, peer_source=peer_source,
                            rounds=args.rounds, commit=args.commit or bench.git_commit())
     progress = bench.Progress(bench_moe.total_steps(cfg), enabled=not args.quiet)
     try:
@@ -698,6 +729,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--checkpoint", metavar="DIR", help="time the distinct layer shapes of a local GPTQ / AWQ / "
                                                        "compressed-tensors checkpoint and the whole-model GEMM time "
                                                        "per token (docs/CHECKPOINTS.md)")
+    b.add_argument("--peers", nargs="?", const="all", default=None, metavar="LIST",
+                   help="also time the kernels vLLM would use instead (marlin, machete on sm90; with --moe "
+                        "marlin_moe) in the same rounds, on the same weights, each checked against the fp32 reference "
+                        "first: 'all' (the default) or a comma list. Needs vLLM 0.33 installed in this environment, "
+                        "or --peers-from")
+    b.add_argument("--peers-from", metavar="DIR",
+                   help="with or instead of --peers: load the peers' ops from vLLM 0.33's extension files in DIR "
+                        "(_C_stable_libtorch.abi3.so, _moe_C_stable_libtorch.abi3.so, or get_peers.sh's .so.xz) "
+                        "instead of an installed vLLM")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress indicator")
     b.set_defaults(func=cmd_bench, given=frozenset())
 
