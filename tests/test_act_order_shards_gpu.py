@@ -1,10 +1,9 @@
 """Act-order row-parallel shards (issue #36) on the GPU: every path on the padded act-order layout.
 
 Each shard of a GPTQ-statistics act-order layer (tests/test_act_order_shards.py builds them) runs
-forced through decode, prefill (int4: the padded layout is group 32; int8's prefill takes group 128
-only, so int8 shards must be refused there) and the dense tier, its output poisoned before the
-launch, against the fp32 reference of the shard's own rows; the sum of the shards' outputs matches
-the unsharded layer. Sanitizer cases (`-m sanitize`) are small:
+forced through decode, prefill (the padded layout is a group-32 layer: the sm90 prefill takes it for
+int4 and int8) and the dense tier, its output poisoned before the launch, against the fp32
+reference of the shard's own rows; the sum of the shards' outputs matches the unsharded layer. Sanitizer cases (`-m sanitize`) are small:
 
     compute-sanitizer --tool memcheck python -m pytest -q -m sanitize tests/test_act_order_shards_gpu.py
 """
@@ -47,10 +46,6 @@ def check(y: torch.Tensor, ref: torch.Tensor, what: str) -> None:
     assert rel < 1e-2, f"{what}: relative Frobenius error {rel:.2e}"
 
 
-def prefill_serves(w: sf.QuantizedWeight) -> bool:
-    return w.bits == 4  # group 32: int4 only (kernels/prefill can_implement)
-
-
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("tp", [2, 4, 8])
 @pytest.mark.parametrize("group", [32, 128])
@@ -61,11 +56,6 @@ def test_shard_paths_match_reference(bits, zp, group, tp, path):
     for rank, rows in enumerate(layer.shards(tp)):
         w = layer.weight(rows).to("cuda")
         assert w.padded_k is not None
-        if path == "prefill" and not prefill_serves(w):
-            why = ops.can_implement(64, w.packed_k, w.out_features, bits, w.scale_group, False, zp, True, 1,
-                                    ops.PATH_PREFILL, 0)
-            assert "group" in why, why
-            continue
         for M in (1, 16, 33, 256):
             x = torch.randn(M, w.in_features, generator=gen).to(layer.dtype).cuda()
             y = run(x, w, path)
@@ -118,8 +108,6 @@ def test_sanitize_small_shard(bits, zp, path):
     entry gather zeros and are never written; memcheck watches every access."""
     layer = Layer(K=640, N=192, bits=bits, group=32, zp=zp, dtype=torch.float16, seed=2)
     w = layer.weight(slice(160, 320)).to("cuda")
-    if path == "prefill" and not prefill_serves(w):
-        pytest.skip("int8 prefill takes group 128; the padded layout is group 32")
     for M in (3, 67):
         x = torch.randn(M, w.in_features, device="cuda").half()
         check(run(x, w, path), reference.matmul(x, w), f"M={M}")
