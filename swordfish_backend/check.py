@@ -206,10 +206,10 @@ def dispatch_segments(select, m_max: int = SCAN_MAX) -> list[tuple[int, int | No
 
 
 def weight_selector(w, device_index: int):
-    """select(M) for weight `w` on that device, through ops.select_path."""
+    """select(M) for weight `w` on that device, through ops.select_path (the packed K: what the tables read)."""
     from . import format as sffmt
 
-    args = (w.in_features, w.out_features, w.bits, w.scale_group, w.group_size == sffmt.CHANNELWISE,
+    args = (w.packed_k, w.out_features, w.bits, w.scale_group, w.group_size == sffmt.CHANNELWISE,
             w.zeros is not None, w.perm is not None, ops.DTYPE_CODES[w.dtype], device_index)
     return lambda M: ops.select_path(M, *args)
 

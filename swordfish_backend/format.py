@@ -182,6 +182,55 @@ def unpack_k(qweight: torch.Tensor, bits: int) -> torch.Tensor:
     return q.reshape(rows * vpw, N).to(torch.uint8)
 
 
+# The padded act-order layout (docs/FORMAT.md "Act-order shards"): a weight whose g_idx gives groups
+# uneven row counts (a row-parallel shard) is packed with each group's rows padded to a multiple of
+# ACT_ORDER_CHUNK zero rows, the total to a multiple of ACT_ORDER_K_ALIGN, and read as a group-32 layer.
+ACT_ORDER_CHUNK = 32  # rows per scale row of the padded layout: each chunk belongs to one group
+ACT_ORDER_K_ALIGN = 128  # the padded K: a whole number of int4 / int8 blocks, and the prefill's K % 128 rule
+PAD_GROUP = -1  # chunk_groups entry of a chunk that holds pad rows only (its scales and zeros are 0)
+
+
+def act_order_padded_layout(g_idx: torch.Tensor, groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(perm int32 (K_pad), chunk_groups int64 (K_pad / 32)) of the padded act-order layout.
+
+    ``g_idx`` (K_in) is a validated group index per input row, values in ``[0, groups)``. Rows are
+    sorted by group (stable); group g's run starts on a 32-row boundary and is padded up to one.
+    ``perm[k]`` is the input feature of packed row k, or -1 for a pad row; ``chunk_groups[c]`` is
+    the group of rows ``32 c .. 32 c + 31`` (PAD_GROUP for the all-pad chunks of the K tail).
+    """
+    g = g_idx.to(torch.int64)
+    K = g.numel()
+    counts = torch.bincount(g, minlength=groups)
+    chunks = (counts + ACT_ORDER_CHUNK - 1) // ACT_ORDER_CHUNK  # per group
+    total = int(chunks.sum()) * ACT_ORDER_CHUNK
+    K_pad = max(ACT_ORDER_K_ALIGN, -(-total // ACT_ORDER_K_ALIGN) * ACT_ORDER_K_ALIGN)
+    order = torch.argsort(g, stable=True)
+    sorted_g = g[order]
+    first_row = torch.cumsum(chunks, 0) * ACT_ORDER_CHUNK - chunks * ACT_ORDER_CHUNK  # of each group's run
+    first_sorted = torch.cumsum(counts, 0) - counts  # of each group among the sorted rows
+    rank = torch.arange(K, device=g.device) - first_sorted[sorted_g]
+    perm = torch.full((K_pad,), -1, dtype=torch.int32, device=g.device)
+    perm[first_row[sorted_g] + rank] = order.to(torch.int32)
+    chunk_groups = torch.full((K_pad // ACT_ORDER_CHUNK,), PAD_GROUP, dtype=torch.int64, device=g.device)
+    chunk_groups[: total // ACT_ORDER_CHUNK] = torch.repeat_interleave(torch.arange(groups, device=g.device), chunks)
+    return perm, chunk_groups
+
+
+def act_order_padding(K: int, group_size: int, tp: int, seed: int = 0) -> float:
+    """Mean K_pad / K_s over the tp row-parallel shards of a GPTQ act-order layer (issue #36's memory note).
+
+    GPTQ's desc_act order: perm = argsort of a random Hessian diagonal (descending), g_idx[perm[i]] =
+    i // group_size, so every group's rows scatter over K; rank r holds rows [r K / tp, (r + 1) K / tp).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    hess_perm = torch.argsort(torch.rand(K, generator=gen), descending=True)
+    g_idx = torch.empty(K, dtype=torch.int64)
+    g_idx[hess_perm] = torch.arange(K) // group_size
+    K_s = K // tp
+    padded = [act_order_padded_layout(g_idx[r * K_s:(r + 1) * K_s], K // group_size)[0].numel() for r in range(tp)]
+    return sum(padded) / (tp * K_s)
+
+
 # The order of the extension's abi_info() tensor (kernels/torch/ops_format.cpp).
 ABI_INFO = (
     VERSION, BLOCK_N, BLOCK_BYTES, BLOCK_WORDS, SUBTILES, SUBTILE_BYTES, LANES, LANE_WORDS,

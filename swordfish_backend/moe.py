@@ -102,6 +102,10 @@ class QuantizedExperts(_PackedTensors):
                 raise TypeError(f"QuantizedExperts.stack: weights[{i}] must be a QuantizedWeight, "
                                 f"got {type(w).__name__}")
         first = weights[0]
+        for i, w in enumerate(weights):
+            if w.padded_k is not None:
+                raise ValueError(f"QuantizedExperts.stack: weights[{i}] has the padded act-order layout (a "
+                                 "row-parallel shard's); the MoE experts do not serve it (issue #36)")
         for i, w in enumerate(weights[1:], 1):
             for attr in ("in_features", "out_features", "bits", "group_size", "scale_group", "dtype", "device"):
                 if getattr(w, attr) != getattr(first, attr):

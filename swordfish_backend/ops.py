@@ -204,7 +204,10 @@ def gemm(
     path: int = PATH_AUTO,
     deterministic: int = -1,
 ) -> torch.Tensor:
-    """y (M, N) = x (M, K) @ W^T (+ bias), W dequantized from ``packed``.
+    """y (M, N) = x (M, K_in) @ W^T (+ bias), W dequantized from ``packed`` (K rows).
+
+    K_in is K, or, under the padded act-order layout (``perm`` with -1 for pad
+    rows), the layer's input features, at most K.
 
     ``path``: PATH_AUTO (the dispatcher decides from the runtime M) or a forced
     path (an error names why it cannot run). ``deterministic``: -1 reads
@@ -225,7 +228,9 @@ def dequantize(
     channelwise: bool,
     K: int,
 ) -> torch.Tensor:
-    """The (N, K) weight in scales.dtype, columns in original input-feature order."""
+    """The (N, K) weight in scales.dtype, columns in original input-feature order.
+
+    K is the input width: the packed K, or the padded act-order layout's K_in (pad rows dropped)."""
     _require("dequantize")
     return torch.ops.swordfish.dequantize(packed, scales, zeros, perm, bits, group, channelwise, K)
 

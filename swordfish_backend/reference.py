@@ -18,7 +18,7 @@ def dequantize(w, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     ``(q - bias) * s + zs`` is exact in fp32 for int4/int8 codes and fp16/bf16
     scales; the result is cast to ``dtype`` (one rounding) at the end.
     """
-    K, N = w.in_features, w.out_features
+    K, N = w.packed_k, w.out_features  # packed rows: in_features, or K_pad under the padded act-order layout
     codes = fmt.unpack_reference(w.packed, w.bits, K, N).to(torch.float32)  # (K, N), packed row order
     rows = torch.arange(K, device=codes.device) // w.scale_group
     scales = w.scales.to(torch.float32)[rows]
@@ -28,8 +28,10 @@ def dequantize(w, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     # Round once to the activation dtype: the value the kernels feed the MMA.
     sorted_w = sorted_w.to(w.dtype).to(torch.float32)
     if w.perm is not None:
-        out = torch.empty_like(sorted_w)
-        out[w.perm.to(torch.int64)] = sorted_w
+        perm = w.perm.to(torch.int64)
+        real = (perm >= 0) & (perm < w.in_features)  # a pad row (-1) of the padded layout feeds no input
+        out = torch.zeros(w.in_features, N, dtype=sorted_w.dtype, device=sorted_w.device)
+        out[perm[real]] = sorted_w[real]
         sorted_w = out
     return sorted_w.t().contiguous().to(dtype)
 

@@ -306,9 +306,15 @@ def test_swordfish_backend_falls_back_per_layer(cuda_platform):
 
 
 def make_g_idx(K: int, group: int, act_order_: bool, gen) -> torch.Tensor:
-    """Group of each input row: contiguous, or shuffled as act-order (desc_act) quantization writes it."""
+    """Group of each input row: contiguous, or as act-order (desc_act) quantization writes it: rows taken in
+    the order of a (random) Hessian diagonal, the i-th joining group i // group, so groups interleave."""
     g_idx = torch.arange(K) // (K if group == -1 else group)
-    return g_idx[torch.randperm(K, generator=gen)] if act_order_ else g_idx
+    if not act_order_:
+        return g_idx
+    order = torch.argsort(torch.rand(K, generator=gen), descending=True)
+    out = torch.empty_like(g_idx)
+    out[order] = g_idx
+    return out
 
 
 def make_shard(fmt: str, K: int, N: int, bits: int, group: int, dtype, g_idx: torch.Tensor, act_order_: bool,
@@ -368,6 +374,10 @@ CASES = [  # (format, bits, group, act-order, layer kind, dtype)
     ("ct_asym", 4, 128, False, "row", torch.float16),
     ("ct_sym", 4, 128, True, "qkv", torch.float16),
     ("ct_asym", 4, 64, True, "merged", torch.bfloat16),
+    ("gptq", 4, 128, True, "row", torch.float16),  # act-order row-parallel shards (issue #36)
+    ("gptq", 8, 64, True, "row", torch.bfloat16),
+    ("ct_sym", 4, 32, True, "row", torch.bfloat16),
+    ("ct_asym", 4, 128, True, "row", torch.float16),
 ]
 
 
@@ -405,7 +415,7 @@ def load(layer, shards):
 @pytest.mark.parametrize("fmt, bits, group, ordered, kind, dtype", CASES,
                          ids=[f"{c[0]}-int{c[1]}-g{c[2]}{'-actorder' if c[3] else ''}-{c[4]}-{str(c[5])[6:]}"
                               for c in CASES])
-def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ordered, kind, dtype):
+def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ordered, kind, dtype, ranks=None):
     from vllm.model_executor.layers.quantization import auto_gptq
     monkeypatch.setattr(auto_gptq, "verify_marlin_supported", lambda **kw: None)  # reads the real (CPU) platform
     gen = torch.Generator().manual_seed(1234)
@@ -420,7 +430,7 @@ def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ord
     bias = (torch.randn(W.shape[0], generator=gen) * 0.1).to(dtype) if kind == "row" else None
     expected = x.double() @ W.t() + (0 if bias is None else bias.double())
     qcfg = quant_config(fmt, bits, group, ordered)
-    ranks = 2 if kind == "row" else 1
+    ranks = ranks or (2 if kind == "row" else 1)
     out = torch.zeros(*x.shape[:-1], W.shape[0], dtype=torch.float64)
     with set_current_vllm_config(VllmConfig()):
         cuda_platform((10, 0))
@@ -434,6 +444,8 @@ def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ord
             owner = getattr(layer, "scheme", None) or layer.quant_method
             assert isinstance(owner.kernel, SwordfishLinearKernel), type(owner.kernel)
             assert getattr(layer, owner.kernel.w_q_name).dim() == 3  # prepacked format v1
+            if ordered and kind == "row":  # a row-parallel act-order shard: the padded layout, read as group 32
+                assert owner.kernel.scale_group == 32 and bool((getattr(layer, kernel.PERM_PARAM) < 0).any())
             K_part = HIDDEN // ranks
             xs = x[..., rank * K_part:(rank + 1) * K_part]
             y = layer.quant_method.apply(layer, xs, layer.bias if rank == 0 else None)
@@ -443,13 +455,31 @@ def test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, ord
     assert err < 1e-2, f"relative Frobenius error {err:.2e}"
 
 
-def test_row_parallel_act_order_is_refused(cuda_platform):
+@pytest.mark.parametrize("tp", [4, 8])
+@pytest.mark.parametrize("fmt, bits, group", [("gptq", 4, 128), ("gptq", 8, 32), ("ct_asym", 4, 64)])
+def test_row_parallel_act_order_shards(cuda_platform, monkeypatch, fmt, bits, group, tp):
+    """RowParallelLinear of an act-order checkpoint at TP = 4, 8 (2 runs in test_vllm_layer_end_to_end):
+    every rank loads its g_idx rows and the whole scales, prepacks the padded layout, and the sum of the
+    ranks' apply() outputs (the all-reduce) matches the unsharded fp64 layer."""
+    test_vllm_layer_end_to_end(cuda_platform, monkeypatch, fmt, bits, group, True, "row",
+                               torch.bfloat16 if fmt == "ct_asym" else torch.float16, ranks=tp)
+
+
+def test_row_parallel_act_order_layer_parameters(cuda_platform):
+    """A row-parallel act-order shard registers g_idx sharded by input dim and the whole layer's scales
+    (and zero points): the loader gives each rank its rows of g_idx and every group's scales."""
     with set_current_vllm_config(VllmConfig()):
         cuda_platform((10, 0))
-        for qcfg in (quant_config("gptq", 4, 128, True), quant_config("ct_sym", 4, 128, True)):
-            with tensor_parallel(1, 2), pytest.raises(ValueError, match="row-parallel"):
-                build_layer("row", qcfg, torch.float16, "model.layers.0.mlp")
-            with tensor_parallel(0, 2):  # column-parallel shards of the same checkpoint are served
+        for qcfg, scale_name, shape in ((quant_config("gptq", 4, 128, True), "scales", (HIDDEN // 128, 128)),
+                                        (quant_config("ct_asym", 4, 64, True), "weight_scale", (128, HIDDEN // 64))):
+            with tensor_parallel(1, 2):
+                layer = build_layer("row", qcfg, torch.float16, "model.layers.0.mlp")
+            params = dict(layer.named_parameters())
+            g_idx = params["g_idx" if "scales" == scale_name else "weight_g_idx"]
+            assert tuple(g_idx.shape) == (HIDDEN // 2,) and isinstance(g_idx, vparam.RowvLLMParameter)
+            assert tuple(params[scale_name].shape) == shape
+            assert not isinstance(params[scale_name], vparam.RowvLLMParameter)  # loaded whole on every rank
+            with tensor_parallel(0, 2):  # column-parallel shards of the same checkpoint are served as before
                 build_layer("qkv", qcfg, torch.float16, "model.layers.0.self_attn")
 
 

@@ -8,6 +8,10 @@
 // zs = zeros[k / group, n] (folded zero point, or 0 when zeros == nullptr).
 // With act-order (perm != nullptr) row k of the packed weight is input
 // feature perm[k]: x's columns are consumed in the order perm[0], perm[1], ...
+// The padded act-order layout (docs/FORMAT.md "Act-order shards") packs
+// K >= K_in rows for x's K_in columns: a pad row has perm[k] = -1 (any entry
+// outside [0, K_in) reads a zero activation and is never written by the dense
+// tier), and every 32-row chunk belongs to one group, read as group 32.
 #pragma once
 
 #include <cstddef>
@@ -55,7 +59,7 @@ constexpr bool paths_named() {
 static_assert(paths_named(), "kPathCount must count the named Path values");
 
 struct GemmProblem {
-  const void* x = nullptr;          // (M, K) row-major, dtype
+  const void* x = nullptr;          // (M, K_in) row-major, dtype
   const int32_t* packed = nullptr;  // format v1, (N/64, K/block_k, 512) int32
   const void* scales = nullptr;     // (K / group, N) row-major, dtype
   const void* zeros = nullptr;      // (K / group, N) folded zero points, or nullptr
@@ -63,7 +67,8 @@ struct GemmProblem {
   const void* bias = nullptr;       // (N), dtype, or nullptr
   void* y = nullptr;                // (M, N) row-major, dtype
 
-  int M = 0, K = 0, N = 0;
+  int M = 0, K = 0, N = 0;  // K: rows of the packed weight
+  int K_in = 0;  // columns (and row stride) of x: K, or fewer under the padded act-order layout; 0 means K
   int bits = 4;           // 4 or 8
   int group = 128;        // rows per scale row of the stored tensor: 32, 64 or 128
   bool channelwise = false;  // scales hold one row replicated K / group times
@@ -77,5 +82,8 @@ struct GemmProblem {
   int sm_count = 0;   // of that device
   int cc_major = 0, cc_minor = 0;  // its compute capability
 };
+
+// x's width: K_in, or K when the problem leaves it 0.
+constexpr int input_width(const GemmProblem& p) { return p.K_in > 0 ? p.K_in : p.K; }
 
 }  // namespace swordfish

@@ -310,7 +310,7 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   // 1. prep: permuted activations and / or y := bias (or 0).
   if (pl.gather || pl.init_y) {
     PrepParams pp{x, p.perm, pl.gather ? reinterpret_cast<uint16_t*>(ws) : nullptr, pl.init_y ? y : nullptr, bias,
-                  p.M, p.K, p.N};
+                  p.M, p.K, p.N, input_width(p)};
     why = launch_prep(pp, p.sm_count, pl.pdl, stream);
     if (!why.empty()) return why;
     if (pl.gather) x = reinterpret_cast<const uint16_t*>(ws);

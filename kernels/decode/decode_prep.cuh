@@ -3,7 +3,8 @@
 // prep_kernel: ONE launch that (a) under act-order writes the column-permuted
 //   activations xp[m, k] = x[m, perm[k]] into the workspace (one thread per
 //   element, coalesced perm and xp accesses; 0 for a perm entry outside
-//   [0, K): prep::gather_elements_kernel's loop, fused here with the output
+//   [0, K_in), the padded layout's pad rows included:
+//   prep::gather_elements_kernel's loop, fused here with the output
 //   init to save a launch), and (b) initialises the output
 //   for the atomic epilogue: y[m, :] = bias, or 0 (16-byte stores). It runs
 //   on the compute engine, so a captured graph never switches to the copy
@@ -22,12 +23,13 @@ namespace swordfish {
 namespace decode {
 
 struct PrepParams {
-  const uint16_t* x;     // (M, K)
+  const uint16_t* x;     // (M, K_in)
   const int32_t* perm;   // (K) or nullptr: no gather
   uint16_t* xp;          // (M, K) workspace, written when perm != nullptr
   uint16_t* y;           // (M, N) or nullptr: no output init
   const uint16_t* bias;  // (N) or nullptr: init to zero
   int M, K, N;
+  int K_in;              // x's columns and row stride (K, or fewer under the padded act-order layout)
 };
 
 inline constexpr int kPrepThreads = 256;
@@ -57,11 +59,11 @@ __global__ void __launch_bounds__(kPrepThreads) prep_kernel(const __grid_constan
   const int stride = gridDim.x * blockDim.x;
   for (int m = blockIdx.y; m < p.M; m += gridDim.y) {
     if (p.perm != nullptr) {
-      const uint16_t* xrow = p.x + static_cast<long long>(m) * p.K;
+      const uint16_t* xrow = p.x + static_cast<long long>(m) * p.K_in;
       uint16_t* xprow = p.xp + static_cast<long long>(m) * p.K;
       for (int k = tid; k < p.K; k += stride) {
-        const int src = __ldg(p.perm + k);  // outside [0, K) (not a permutation): a zero, not a stray read
-        xprow[k] = static_cast<unsigned>(src) < static_cast<unsigned>(p.K) ? xrow[src] : 0;
+        const int src = __ldg(p.perm + k);  // outside [0, K_in) (a pad row, or a bad entry): a zero, no stray read
+        xprow[k] = static_cast<unsigned>(src) < static_cast<unsigned>(p.K_in) ? xrow[src] : 0;
       }
     }
     if (p.y != nullptr) {

@@ -26,12 +26,15 @@
 //   kKN  W^T[k][n], (K, N) row-major (cuBLAS "N" operand). Act-order moves
 //        whole 128-byte row segments: row perm[k] receives packed row k, so
 //        the act-order GEMM keeps 16-byte coalesced writes.
+// Under act-order the output has K_out <= K input features ((N, K_out) or
+// (K_out, N)): the padded act-order layout's pad rows (perm -1) are skipped.
 //
 // Requirements (checked by the launcher, dense_dequant_launch.cu):
 // K % block_k(bits) == 0 (int8 may end on a half tile, K % 64 == 32),
 // N % 64 == 0, N / 64 <= 65535, group % 16 == 0 and K % group == 0 unless
 // channelwise (every scale row equal: row 0 is read), 16-byte aligned packed
-// and output, perm a permutation of [0, K) (not checked: device data).
+// and output; perm maps packed rows into [0, K_out), one row each (not
+// checked: device data; an entry outside it is skipped, never written).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +56,7 @@ struct DequantParams {
   int K, N;
   int group;         // rows per scale row
   bool channelwise;  // every scale row equal: read row 0
+  int K_out;         // input features of the output (its kNK row stride): K, or K_in under act-order
   // Stacked experts (the dense MoE path): expert blockIdx.z reads and writes these strides further on.
   long long expert_packed_words, expert_scales, expert_perm, expert_out;
 };
@@ -178,14 +182,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) dequant_kernel(cons
     // Act-order, nn.Linear layout: column perm[k0 + k] of every row receives packed row k0 + k.
     const uint16_t* tile16 = reinterpret_cast<const uint16_t*>(tile);
     const int ka = lane, kb = lane + 32;
-    // A perm entry outside [0, K) is skipped, never written out of bounds.
+    // A perm entry outside [0, K_out) (a pad row's -1) is skipped, never written out of bounds.
     const int pa = ka < valid_k ? __ldg(p.perm + k0 + ka) : -1;
     const int pb = kb < valid_k ? __ldg(p.perm + k0 + kb) : -1;
-    const bool wa = static_cast<unsigned>(pa) < static_cast<unsigned>(p.K);
-    const bool wb = static_cast<unsigned>(pb) < static_cast<unsigned>(p.K);
+    const bool wa = static_cast<unsigned>(pa) < static_cast<unsigned>(p.K_out);
+    const bool wb = static_cast<unsigned>(pb) < static_cast<unsigned>(p.K_out);
 #pragma unroll 4
     for (int r = warp; r < kSmemRows; r += kWarps) {
-      uint16_t* row = out + static_cast<long long>(n0 + r) * p.K;
+      uint16_t* row = out + static_cast<long long>(n0 + r) * p.K_out;
       if (wa) row[pa] = tile16[smem::scatter_elem(r, lane, 0)];
       if (wb) row[pb] = tile16[smem::scatter_elem(r, lane, 1)];
     }
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm) dequant_kernel(cons
       const int r = smem::out_row(threadIdx.x, i);
       if (r < valid_k) {
         const int dst = kPerm ? __ldg(p.perm + k0 + r) : k0 + r;
-        if (kPerm && static_cast<unsigned>(dst) >= static_cast<unsigned>(p.K)) continue;  // bad perm entry: skip
+        if (kPerm && static_cast<unsigned>(dst) >= static_cast<unsigned>(p.K_out)) continue;  // pad row / bad entry
         const uint4 v = *reinterpret_cast<const uint4*>(&tile[smem::out_word(threadIdx.x, i)]);
         *reinterpret_cast<uint4*>(out + static_cast<long long>(dst) * p.N + n0 + chunk * 8) = v;
       }

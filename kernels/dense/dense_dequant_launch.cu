@@ -44,6 +44,10 @@ std::string can_implement_dequant(const GemmProblem& p) {
     return "int" + str(p.bits) + " weights need K to be a positive multiple of " + str(bk) + ", got K = " + str(p.K);
   if (p.N <= 0 || p.N % format::kBlockN != 0) return "N must be a positive multiple of 64, got N = " + str(p.N);
   if (p.N / format::kBlockN > 65535) return "the dense tier needs N / 64 <= 65535 (grid y), got N = " + str(p.N);
+  if (p.K_in < 0 || p.K_in > p.K)
+    return "the input width K_in must lie in [1, K = " + str(p.K) + "] (0: K), got K_in = " + str(p.K_in);
+  if (p.perm == nullptr && input_width(p) != p.K)
+    return "K_in = " + str(p.K_in) + " differs from the packed K = " + str(p.K) + " without act-order (perm)";
   if (!p.channelwise) {
     if (p.group != 32 && p.group != 64 && p.group != 128)
       return "group must be 32, 64 or 128, got group = " + str(p.group);
@@ -64,10 +68,11 @@ std::string dequantize_experts(const GemmProblem& p, int experts, void* out, Lay
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return "the dequantized output must be 16-byte aligned";
   if (layout != Layout::kNK && layout != Layout::kKN) return "unknown layout " + str(static_cast<int>(layout));
 
-  const long long K = p.K, N = p.N;
+  const long long K = p.K, N = p.N, K_out = input_width(p);
   const DequantParams params{p.packed, p.scales, p.zeros, p.perm, out, p.K, p.N, p.group, p.channelwise,
+                             static_cast<int>(K_out),
                              /*expert_packed_words=*/K * N / (32 / p.bits), /*expert_scales=*/K / p.group * N,
-                             /*expert_perm=*/K, /*expert_out=*/K * N};
+                             /*expert_perm=*/K, /*expert_out=*/K_out * N};
   const dim3 grid((p.K + kTileK - 1) / kTileK, p.N / kTileN, experts);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const bool perm = p.perm != nullptr;

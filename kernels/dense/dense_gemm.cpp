@@ -34,8 +34,9 @@ std::string str(long long v) { return std::to_string(v); }
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+// The dequantized weight: K_in x N (the padded act-order layout's pad rows are not written).
 size_t scratch_bytes(const GemmProblem& p) {
-  return align_up(static_cast<size_t>(p.K) * static_cast<size_t>(p.N) * 2, kWorkspaceAlign);
+  return align_up(static_cast<size_t>(input_width(p)) * static_cast<size_t>(p.N) * 2, kWorkspaceAlign);
 }
 
 // Largest power of two (<= 256) dividing the address: what cuBLASLt may assume.
@@ -114,7 +115,7 @@ std::string build(const GemmProblem& p, Layout layout, const void* scratch, Desc
     SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
     SF_LT(cublasLtMatmulDescSetAttribute(dsc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
   }
-  const uint64_t M = p.M, N = p.N, K = p.K;
+  const uint64_t M = p.M, N = p.N, K = input_width(p);  // the GEMM's K: x's columns
   if (layout == Layout::kNK) SF_LT(cublasLtMatrixLayoutCreate(&dsc.a, t, K, N, K));
   else SF_LT(cublasLtMatrixLayoutCreate(&dsc.a, t, N, K, N));
   SF_LT(cublasLtMatrixLayoutCreate(&dsc.b, t, K, M, K));
@@ -149,7 +150,7 @@ std::string algo_for(cublasLtHandle_t h, const GemmProblem& p, Layout layout, co
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulAlgo_t> cache;
   constexpr size_t kMaxEntries = 4096;  // distinct M values are few in practice; bound it anyway
-  const AlgoKey key{p.device,     p.M, p.N, p.K, static_cast<int>(p.dtype), static_cast<int>(layout),
+  const AlgoKey key{p.device,     p.M, p.N, input_width(p), static_cast<int>(p.dtype), static_cast<int>(layout),
                     epilogue_bias(p), p.deterministic, alignment_of(scratch), alignment_of(p.x),
                     alignment_of(p.y)};
   {

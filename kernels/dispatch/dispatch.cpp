@@ -37,6 +37,11 @@ std::string common_reason(const GemmProblem& p) {
   if (p.K <= 0 || p.K % bk != 0)
     return "int" + str(p.bits) + " weights need K to be a positive multiple of " + str(bk) + ", got K = " + str(p.K);
   if (p.N <= 0 || p.N % format::kBlockN != 0) return "N must be a positive multiple of 64, got N = " + str(p.N);
+  if (p.K_in < 0 || p.K_in > p.K)
+    return "the input width K_in must lie in [1, K = " + str(p.K) + "] (0: K), got K_in = " + str(p.K_in);
+  if (p.perm == nullptr && input_width(p) != p.K)
+    return "x has K_in = " + str(p.K_in) + " columns but the packed weight K = " + str(p.K) +
+           " rows; only an act-order weight (perm) is read through a narrower x";
   if (p.sm_count <= 0) return "the problem carries no device facts (sm_count = " + str(p.sm_count) + ")";
   return "";
 }
@@ -73,10 +78,10 @@ bool debug_enabled() { return env::lenient("SWORDFISH_DEBUG"); }
 
 // One line per distinct (shape, format, epilogue mode, path) for the life of the process.
 void log_choice(const GemmProblem& p, Path path) {
-  using Key = std::tuple<int, int, int, int, int, bool, bool, bool, bool, int, int>;
+  using Key = std::tuple<int, int, int, int, int, int, bool, bool, bool, bool, int, int>;
   static std::mutex mu;
   static std::set<Key> seen;
-  const Key key{p.M, p.K, p.N, p.bits, p.group, p.channelwise, p.perm != nullptr, p.zeros != nullptr,
+  const Key key{p.M, p.K, input_width(p), p.N, p.bits, p.group, p.channelwise, p.perm != nullptr, p.zeros != nullptr,
                 p.deterministic, static_cast<int>(p.dtype), static_cast<int>(path)};
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -85,9 +90,10 @@ void log_choice(const GemmProblem& p, Path path) {
   std::string detail;
   if (path == Path::kDecode) detail = " (" + decode::describe(p) + ")";
   if (path == Path::kPrefill) detail = " (" + prefill::describe(p) + ")";
-  std::fprintf(stderr, "swordfish: M=%d K=%d N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, p.N, p.bits, p.group,
-               p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "", path_name(path),
-               detail.c_str());
+  const std::string k_in = input_width(p) != p.K ? " K_in=" + str(input_width(p)) : "";
+  std::fprintf(stderr, "swordfish: M=%d K=%d%s N=%d bits=%d group=%d%s%s -> %s%s\n", p.M, p.K, k_in.c_str(), p.N,
+               p.bits, p.group, p.channelwise ? " channelwise" : "", p.perm != nullptr ? " act-order" : "",
+               path_name(path), detail.c_str());
 }
 
 

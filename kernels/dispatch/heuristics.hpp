@@ -85,6 +85,7 @@ struct Table {
   double min_balance = 0.0;
 };
 
+// Cost keys read the packed K (what the kernels stream, K_pad under the padded act-order layout), never K_in.
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
 
 // The dense threshold that applies to p under `d` (small_kn: the table's small-layer bound).

@@ -1,5 +1,6 @@
 // The act-order gather, xp[m, k] = x[m, perm[k]]: its kernels. Host twin:
-// gather_launch.cu.
+// gather_launch.cu. x has K_in columns, xp K (the padded act-order layout's
+// K_pad >= K_in); a perm entry outside [0, K_in) (a pad row's -1) gathers 0.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,11 @@ namespace swordfish {
 namespace prep {
 
 struct GatherParams {
-  const uint16_t* x;     // (M, K)
+  const uint16_t* x;     // (M, K_in)
   const int32_t* perm;   // (K)
   uint16_t* xp;          // (M, K)
   int M, K;
+  int K_in;              // x's columns and row stride, <= K
 };
 
 inline constexpr int kGatherThreads = 256;
@@ -36,11 +38,11 @@ __global__ void __launch_bounds__(kGatherThreads) gather_elements_kernel(const _
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
   const int stride = gridDim.x * blockDim.x;
   for (int m = blockIdx.y; m < p.M; m += gridDim.y) {
-    const uint16_t* xrow = p.x + static_cast<long long>(m) * p.K;
+    const uint16_t* xrow = p.x + static_cast<long long>(m) * p.K_in;
     uint16_t* xprow = p.xp + static_cast<long long>(m) * p.K;
     for (int k = tid; k < p.K; k += stride) {
-      const int src = __ldg(p.perm + k);  // outside [0, K) (not a permutation): a zero, not a stray read
-      xprow[k] = static_cast<unsigned>(src) < static_cast<unsigned>(p.K) ? xrow[src] : 0;
+      const int src = __ldg(p.perm + k);  // outside [0, K_in) (a pad row, or a bad entry): a zero, no stray read
+      xprow[k] = static_cast<unsigned>(src) < static_cast<unsigned>(p.K_in) ? xrow[src] : 0;
     }
   }
 }
@@ -51,17 +53,17 @@ __global__ void __launch_bounds__(kGatherThreads) gather_elements_kernel(const _
 // x in shared memory (coalesced 16-byte loads), then each thread builds
 // 16-byte runs of eight output columns from it through the permutation (two
 // 16-byte perm loads, which stay in L1 across the CTA's rows). A perm entry
-// outside [0, K) yields 0, never an out-of-bounds read. Needs K % 8 == 0 and
-// 16-byte aligned x, perm and xp (the launcher checks, else uses
-// gather_elements_kernel). grid: any (rows blockIdx.x, += gridDim.x); dynamic
-// smem: K * 2 bytes.
+// outside [0, K_in) yields 0, never an out-of-bounds read. Needs K % 8 == 0,
+// K_in % 8 == 0 and 16-byte aligned x, perm and xp (the launcher checks, else
+// uses gather_elements_kernel). grid: any (rows blockIdx.x, += gridDim.x);
+// dynamic smem: K_in * 2 bytes.
 __global__ void __launch_bounds__(kGatherThreads) gather_kernel(const __grid_constant__ GatherParams p) {
-  extern __shared__ __align__(16) uint16_t row[];  // (K) one row of x
+  extern __shared__ __align__(16) uint16_t row[];  // (K_in) one row of x
   const int runs = p.K / 8;
   const int4* perm = reinterpret_cast<const int4*>(p.perm);
   for (int m = blockIdx.x; m < p.M; m += gridDim.x) {
-    const uint4* src = reinterpret_cast<const uint4*>(p.x + static_cast<long long>(m) * p.K);
-    for (int c = threadIdx.x; c < runs; c += kGatherThreads) reinterpret_cast<uint4*>(row)[c] = __ldg(src + c);
+    const uint4* src = reinterpret_cast<const uint4*>(p.x + static_cast<long long>(m) * p.K_in);
+    for (int c = threadIdx.x; c < p.K_in / 8; c += kGatherThreads) reinterpret_cast<uint4*>(row)[c] = __ldg(src + c);
     __syncthreads();
     uint4* dst = reinterpret_cast<uint4*>(p.xp + static_cast<long long>(m) * p.K);
     for (int c = threadIdx.x; c < runs; c += kGatherThreads) {
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kGatherThreads) gather_kernel(const __grid_con
       const int k[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       alignas(16) uint16_t v[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = static_cast<unsigned>(k[e]) < static_cast<unsigned>(p.K) ? row[k[e]] : 0;
+      for (int e = 0; e < 8; ++e) v[e] = static_cast<unsigned>(k[e]) < static_cast<unsigned>(p.K_in) ? row[k[e]] : 0;
       dst[c] = *reinterpret_cast<const uint4*>(v);
     }
     __syncthreads();  // the row is read by every thread before the next one overwrites it

@@ -32,17 +32,20 @@ std::string launch_kernel(const void* fn, dim3 grid, int smem, void** args, cuda
 
 }  // namespace
 
-std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int sm_count,
-                           int device, void* stream) {
+std::string gather_columns(const uint16_t* x, const int32_t* perm, uint16_t* xp, int M, int K, int K_in,
+                           int sm_count, int device, void* stream) {
   if (M <= 0) return "";
+  if (K_in < 1 || K_in > K)
+    return "gather: K_in must lie in [1, K = " + std::to_string(K) + "], got " + std::to_string(K_in);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  GatherParams gp{x, perm, xp, M, K};
+  GatherParams gp{x, perm, xp, M, K, K_in};
   void* args[] = {&gp};
   // gather_kernel runs a CTA per row: fewer rows than SMs leave SMs idle, where the element
   // kernel spreads each row over up to 16 CTAs (at M = 64 it measured 0.95-1.02x gather_kernel's
   // time, 2026-12-03-h).
-  const int smem = K * 2;  // one row of x
-  if (M < sm_count || K % 8 != 0 || !aligned16(x) || !aligned16(perm) || !aligned16(xp) || smem > kGatherMaxSmem) {
+  const int smem = K_in * 2;  // one row of x
+  if (M < sm_count || K % 8 != 0 || K_in % 8 != 0 || !aligned16(x) || !aligned16(perm) || !aligned16(xp) ||
+      smem > kGatherMaxSmem) {
     // Columns over up to 16 CTAs, rows over ~4 CTAs per SM.
     const int gx = static_cast<int>(std::min<long long>((K + kGatherThreads - 1) / kGatherThreads, 16));
     const int gy = static_cast<int>(std::min<long long>(M, std::max(1, 4 * sm_count / gx)));

@@ -63,6 +63,27 @@ void check_geometry(const char* op, int64_t M, int64_t K, int64_t N, int64_t bit
 // 16-byte aligned like any tensor torch allocates.
 alignas(16) const int32_t kPresent[4] = {};
 
+// K of the packed weight (its rows, K_pad under the padded act-order layout), read from its extents.
+int64_t packed_k(const char* op, const Tensor& packed, int64_t bits) {
+  check_tensor(op, "packed", packed, 3);
+  SF_CHECK(bits == 4 || bits == 8, op, "bits must be 4 or 8, got ", bits);
+  return packed.size(1) * format::block_k(static_cast<int>(bits));
+}
+
+// The input width K_in (x's columns for gemm, the output's for dequantize) against the packed K:
+// equal without perm; with perm (act-order) 1 <= K_in <= K, the padded layout's pad rows holding
+// perm -1. perm's values are device data, not read here (no host sync): the kernels gather 0 for
+// an entry outside [0, K_in) and never write one (QuantizedWeight checks them when it builds perm).
+void check_input_width(const char* op, const char* what, int64_t K_in, int64_t K, bool has_perm) {
+  SF_CHECK(fits_int(K_in), op, what, " must fit in int32, got ", K_in);
+  if (!has_perm)
+    SF_CHECK(K_in == K, op, what, " must equal the packed weight's K = ", K,
+             " (only an act-order weight, with perm, is read through fewer input features), got ", K_in);
+  else
+    SF_CHECK(K_in >= 1 && K_in <= K, op, what, " (the act-order layer's input features K_in) must lie in [1, ", K,
+             "] (the packed K; perm has K entries, -1 for a pad row), got ", K_in);
+}
+
 // Tensors shared by gemm and dequantize: packed, scales, zeros, perm.
 // Returns N; `dtype_ref` is the tensor whose dtype scales must match.
 int64_t check_weight(const char* op, const Tensor& packed, const Tensor& scales, const std::optional<Tensor>& zeros,
@@ -154,9 +175,11 @@ Tensor gemm(Tensor x, Tensor packed, Tensor scales, std::optional<Tensor> zeros,
   constexpr const char* op = "gemm";
   check_tensor(op, "x", x, 2);
   const DType dtype = activation_dtype(op, "x", x);
-  const int64_t M = x.size(0), K = x.size(1);
+  const int64_t M = x.size(0), K_in = x.size(1);
   SF_CHECK(fits_int(M), op, "x has too many rows: M = ", M);
+  const int64_t K = packed_k(op, packed, bits);
   const int64_t N = check_weight(op, packed, scales, zeros, perm, K, bits, group, channelwise, "x", x);
+  check_input_width(op, "x.size(1)", K_in, K, perm.has_value());
   if (bias.has_value()) {
     const Tensor& b = *bias;
     check_tensor(op, "bias", b, 1);
@@ -172,6 +195,7 @@ Tensor gemm(Tensor x, Tensor packed, Tensor scales, std::optional<Tensor> zeros,
   GemmProblem p;
   fill_weight(p, packed, scales, zeros, perm, K, N, bits, group, channelwise);
   fill_device(op, p, device);
+  p.K_in = static_cast<int>(K_in);
   p.M = static_cast<int>(M);
   p.dtype = dtype;
   p.deterministic = det;
@@ -196,21 +220,27 @@ Tensor gemm(Tensor x, Tensor packed, Tensor scales, std::optional<Tensor> zeros,
 }
 
 // dequantize(packed, scales, zeros, perm, bits, group, channelwise, K) -> (N, K) in scales.dtype,
-// columns in original input-feature order.
+// columns in original input-feature order. K is the input width: the packed K, or under the padded
+// act-order layout the layer's K_in (pad rows are dropped).
 Tensor dequantize(Tensor packed, Tensor scales, std::optional<Tensor> zeros, std::optional<Tensor> perm, int64_t bits,
-                  int64_t group, bool channelwise, int64_t K) {
+                  int64_t group, bool channelwise, int64_t K_in) {
   constexpr const char* op = "dequantize";
   check_tensor(op, "scales", scales, 2);
   const DType dtype = activation_dtype(op, "scales", scales);
+  check_tensor(op, "packed", packed, 3);
+  check_same_device(op, "packed", packed, "scales", scales);
+  const int64_t K = packed_k(op, packed, bits);
   const int64_t N = check_weight(op, packed, scales, zeros, perm, K, bits, group, channelwise, "scales", scales);
+  check_input_width(op, "K", K_in, K, perm.has_value());
 
   const int32_t device = scales.get_device_index();
   torch::stable::accelerator::DeviceGuard guard(device);
   GemmProblem p;
   fill_weight(p, packed, scales, zeros, perm, K, N, bits, group, channelwise);
   fill_device(op, p, device);
+  p.K_in = static_cast<int>(K_in);
   p.dtype = dtype;
-  Tensor out = empty_like_device({N, K}, scales.scalar_type(), scales);
+  Tensor out = empty_like_device({N, K_in}, scales.scalar_type(), scales);
   const std::string err = dispatch::dequantize(p, out.data_ptr(), current_cuda_stream(device));
   if (!err.empty()) fail_runtime(op, err);
   return out;

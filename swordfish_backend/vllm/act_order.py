@@ -18,10 +18,13 @@ built-in ones), so ``vllm serve <model>`` needs no ``--quantization`` flag:
   vLLM's own schemes.
 
 Tensor parallelism: column-parallel shards hold every input row, so the
-whole g_idx and every group's scales: served. A row-parallel shard of an
-act-order weight holds rows of every group (each rank would need all the
-scales and groups of uneven size): refused at model build with a clear error
-(vLLM 0.33 has no act-order kernel to fall back to).
+whole g_idx and every group's scales: served. A row-parallel shard (o_proj,
+down_proj) holds rows of every group: each rank loads its rows of qweight and
+g_idx (sharded by input dim) and the whole layer's scales and zero points
+(loaded whole, not sharded), and prepacks them in the padded act-order
+layout (docs/FORMAT.md "Act-order shards": each group's rows padded to
+32-row chunks, read as group 32): served, where vLLM 0.33 has no act-order
+kernel at all.
 
 MoE layers of these checkpoints never reach the configs' get_quant_method:
 patch P4 hands them to moe_method.choose, which serves act-order experts
@@ -94,23 +97,14 @@ class GIdxParameter(RowvLLMParameter):
         self._swordfish_loaded = True
 
 
-def _row_parallel_error(prefix: str, what: str) -> ValueError:
-    return ValueError(
-        f"{what} layer {prefix or '<unnamed>'} is row-parallel under tensor parallelism: each rank would hold "
-        "rows of every quantization group, which Swordfish does not serve yet (and vLLM 0.33 has no act-order "
-        "kernel). Run with tensor_parallel_size=1 (or pipeline parallelism), or use a checkpoint quantized "
-        "without group activation ordering (GPTQ desc_act=false / compressed-tensors actorder 'weight')."
-    )
-
-
 def _moe_route_error(prefix: str, fmt: str) -> str:
     return (f"MoE layer {prefix or '<unnamed>'}: the experts of an act-order {fmt} checkpoint are served by "
             "Swordfish's fused MoE (swordfish_backend.vllm.moe_method, reached through patches.P4), which did not "
             "handle this layer; vLLM 0.33 has no act-order MoE kernel")
 
 
-def _require_swordfish(c: MPLinearLayerConfig, prefix: str, what: str) -> None:
-    reason = layer_reason(c) or runtime_reason()
+def _require_swordfish(c: MPLinearLayerConfig, prefix: str, what: str, row_shard: bool = False) -> None:
+    reason = layer_reason(c, act_order_shard=row_shard) or runtime_reason()
     if reason is not None:
         raise ValueError(f"{what} layer {prefix or '<unnamed>'} needs Swordfish (vLLM 0.33 has no act-order "
                          f"kernel), which cannot serve it: {reason}")
@@ -197,17 +191,17 @@ class SwordfishGPTQLinearMethod(LinearMethodBase):
                                 weight_type=cfg.quant_type, act_type=params_dtype, group_size=cfg.group_size,
                                 zero_points=False)
         if act_order:
-            if row_parallel:
-                raise _row_parallel_error(prefix, "Act-order GPTQ")
-            _require_swordfish(c, prefix, "Act-order GPTQ")
+            _require_swordfish(c, prefix, "Act-order GPTQ", row_shard=row_parallel)
         pack = cfg.pack_factor
-        replicate = cfg.group_size == -1 and row_parallel  # one scale row, loaded whole on every rank
-        groups = 1 if cfg.group_size == -1 else (input_size if replicate else K) // cfg.group_size
+        # One scale row (channelwise), or an act-order shard's rows of any group: scales and zero points
+        # loaded whole on every rank (the tagged-by-output-only parameters below are not row-sharded).
+        whole = row_parallel and (cfg.group_size == -1 or act_order)
+        groups = 1 if cfg.group_size == -1 else (input_size if whole else K) // cfg.group_size
         qweight = PackedvLLMParameter(data=torch.empty(K // pack, N, dtype=torch.int32), input_dim=0, output_dim=1,
                                       packed_dim=0, packed_factor=pack, weight_loader=loader)
         scale_data = torch.empty(groups, N, dtype=params_dtype)
         zero_data = torch.empty(groups, N // pack, dtype=torch.int32)
-        if cfg.group_size == -1:
+        if cfg.group_size == -1 or whole:
             scales = ChannelQuantScaleParameter(data=scale_data, output_dim=1, weight_loader=loader)
             qzeros = PackedColumnParameter(data=zero_data, output_dim=1, packed_dim=1, packed_factor=pack,
                                            weight_loader=loader)
@@ -322,22 +316,27 @@ class SwordfishCompressedTensorsWNA16(CompressedTensorsWNA16):
         c = MPLinearLayerConfig(full_weight_shape=(input_size, output_size), partition_weight_shape=(K, N),
                                 weight_type=self.quant_type, act_type=params_dtype, group_size=self.group_size,
                                 zero_points=not self.symmetric)
-        if input_size != input_size_per_partition:
-            raise _row_parallel_error(prefix, "Group-actorder compressed-tensors")
-        _require_swordfish(c, prefix, "Group-actorder compressed-tensors")
+        row_shard = input_size != input_size_per_partition and self.group_size != -1
+        _require_swordfish(c, prefix, "Group-actorder compressed-tensors", row_shard=row_shard)
         pack = 32 // self.num_bits
-        groups = 1 if self.group_size == -1 else K // self.group_size
+        # A row-parallel shard holds rows of any group: the whole layer's scales and zero points, loaded
+        # whole on every rank (parameters tagged by output dim only are not row-sharded).
+        groups = 1 if self.group_size == -1 else (input_size if row_shard else K) // self.group_size
         layer.register_parameter("weight_packed", PackedvLLMParameter(
             data=torch.empty(N, K // pack, dtype=torch.int32), input_dim=1, output_dim=0, packed_dim=1,
             packed_factor=pack, weight_loader=weight_loader))
         scale = torch.empty(N, groups, dtype=params_dtype)
-        if self.group_size == -1:
+        if self.group_size == -1 or row_shard:
             layer.register_parameter("weight_scale", ChannelQuantScaleParameter(
                 data=scale, output_dim=0, weight_loader=weight_loader))
         else:
             layer.register_parameter("weight_scale", GroupQuantScaleParameter(
                 data=scale, input_dim=1, output_dim=0, weight_loader=weight_loader))
-        if not self.symmetric:
+        if not self.symmetric and row_shard:
+            layer.register_parameter("weight_zero_point", PackedColumnParameter(
+                data=torch.zeros(N // pack, groups, dtype=torch.int32), output_dim=0, packed_dim=0,
+                packed_factor=pack, weight_loader=weight_loader))
+        elif not self.symmetric:
             layer.register_parameter("weight_zero_point", PackedvLLMParameter(
                 data=torch.zeros(N // pack, groups, dtype=torch.int32), input_dim=1, output_dim=0, packed_dim=0,
                 packed_factor=pack, weight_loader=weight_loader))

@@ -42,8 +42,17 @@ def _dtype_name(dtype: torch.dtype | None) -> str | None:
     return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
-def layer_reason(c: MPLinearLayerConfig) -> str | None:
-    """Why Swordfish cannot hold this layer partition (None: it can). Device-independent."""
+def _shard_width(K: int) -> int:
+    """The smallest packed K of an act-order shard of K rows (the padded layout, docs/FORMAT.md)."""
+    return -(-K // sf.format.ACT_ORDER_K_ALIGN) * sf.format.ACT_ORDER_K_ALIGN
+
+
+def layer_reason(c: MPLinearLayerConfig, act_order_shard: bool = False) -> str | None:
+    """Why Swordfish cannot hold this layer partition (None: it can). Device-independent.
+
+    ``act_order_shard``: a row-parallel shard of an act-order layer, packed in the padded layout: its
+    K_s rows need only K-packing (K_s % (32 / bits) == 0); the packed K is K_s padded to 128 or more.
+    """
     wtype = str(c.weight_type)
     if wtype not in selection.WEIGHT_TYPES:
         return (f"weight type {wtype} is not supported "
@@ -52,6 +61,10 @@ def layer_reason(c: MPLinearLayerConfig) -> str | None:
     if bool(c.zero_points) != has_zp:
         return f"weight type {wtype} {'needs' if has_zp else 'takes no'} zero points, config says zero_points={c.zero_points}"
     K, N = c.partition_weight_shape
+    if act_order_shard:
+        if K % (32 // bits):
+            return f"an act-order shard's K = {K} rows must be a multiple of {32 // bits} (int{bits} K-packing)"
+        K = _shard_width(K)
     return selection.support_reason(bits=bits, has_zero_points=has_zp, group_size=c.group_size,
                                      act_dtype=_dtype_name(c.act_type), out_dtype=_dtype_name(c.out_type),
                                      in_features=K, out_features=N)
@@ -191,11 +204,12 @@ class SwordfishLinearKernel(MPLinearKernel):
         if self._gemm is not None:
             y = self._gemm(x2, packed, scales, zeros, perm, bias, self.bits, self.scale_group, channelwise, 0, -1)
         else:  # CPU-resident weights (tests, CPU offload): the exact reference path
+            packed_k = packed.shape[1] * sf.format.block_k(self.bits)  # K_pad under the padded act-order layout
             w = sf.QuantizedWeight(source=None, packed=packed.data, scales=scales.data,
                                    zeros=None if zeros is None else zeros.data,
                                    perm=None if perm is None else perm.data, bits=self.bits,
                                    group_size=self.config.group_size, in_features=K, out_features=N,
-                                   dtype=scales.dtype)
+                                   dtype=scales.dtype, padded_k=None if packed_k == K else packed_k)
             y = sf.matmul(x2, w, bias)
         return y.reshape(*x.shape[:-1], N)
 

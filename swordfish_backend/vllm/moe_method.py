@@ -492,7 +492,8 @@ def layer_reason(plan: Plan, moe_config: FusedMoEConfig) -> str | None:
     pc = moe_config.moe_parallel_config
     if plan.act_order and pc.tp_size > 1:
         return (f"act-order w2 across {pc.tp_size} row-parallel tensor-parallel shards: each shard holds rows of "
-                "every quantization group, which Swordfish does not serve yet (issue #36)")
+                "every quantization group; the linear layers serve that in a padded layout (issue #36), the fused "
+                "MoE does not yet")
     if not moe_config.activation.is_gated or moe_config.activation.value not in selection.MOE_ACTIVATIONS:
         return (f"activation {moe_config.activation.value} (Swordfish's fused MoE computes "
                 f"{' / '.join(a + '_and_mul' for a in selection.MOE_ACTIVATIONS)})")

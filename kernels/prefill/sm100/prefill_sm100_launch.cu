@@ -184,7 +184,8 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     // Packed row k is input feature perm[k]: gather x's columns into packed order first (once for
     // all the M chunks).
     uint16_t* xp = static_cast<uint16_t*>(p.workspace);
-    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device, stream);
+    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, input_width(p), p.sm_count,
+                               p.device, stream);
     if (!why.empty()) return why;
     x = xp;
   }

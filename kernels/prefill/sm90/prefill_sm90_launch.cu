@@ -109,7 +109,8 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   if (p.perm != nullptr) {
     // Packed row k is input feature perm[k]: gather x's columns into packed order first.
     uint16_t* xp = reinterpret_cast<uint16_t*>(ws);
-    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, p.sm_count, p.device, stream);
+    why = prep::gather_columns(static_cast<const uint16_t*>(p.x), p.perm, xp, p.M, p.K, input_width(p), p.sm_count,
+                               p.device, stream);
     if (!why.empty()) return why;
     x = xp;
   }
