@@ -168,7 +168,7 @@ inline constexpr int kSwapMaxM = 8;
 // lane, two 16-byte reductions per lane instead of eight 4-byte ones). Below it the shuffles cost more
 // than the atomics they save (runs at every M: 1.00-1.03x the time at M = 1-4, 2026-12-03-e
 // experiments/ab_swap_runs/); from it they pay: 0.88-0.98x on int4 8B qkv / o / down at M = 5-8, the
-// large layers unchanged (benchmarks/results/h200/2026-12-03-g/, call 3).
+// large layers unchanged (cb85925:benchmarks/results/h200/2026-12-03-g/, call 3).
 inline constexpr int kSwapRunsMinM = 5;
 // Launcher switch: false keeps every M on the kernels above.
 inline constexpr bool kSwapEnabled = true;
@@ -209,7 +209,7 @@ static_assert(swap_smem_bytes(8, true) * kSwapCtasPerSm <= 227 * 1024, "int8 swa
 // Lane-local staging copies the unit's (8 tokens, k64) slice once per warp, four times per CTA: at
 // M = 8 that is 1 KB of activations per 2 KB weight unit and warp, and a timing-only build that
 // staged token 0 alone ran 0.885-0.955x the time at M = 8 (0.965-1.00x at M = 4, none at M = 2;
-// benchmarks/results/h200/2026-12-04-d call 4). Shared, warps 0 .. NX - 1 each copy one 512-byte
+// cb85925:benchmarks/results/h200/2026-12-04-d call 4). Shared, warps 0 .. NX - 1 each copy one 512-byte
 // ldmatrix block of the slice into the CTA's stage, all four read it, and the ring pays one CTA
 // barrier per unit (detail::run_ring<S, true>). Measured against lane-local (call 5, 4 rounds,
 // eight layers): int4 M = 8 0.945-0.972x on six layers, 1.008x / 1.022x on 8B down / qkv

@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   // FRESH (FOLD): the unit opens a scale group; fold() left raw / xs stale, and
   // the first MMA into each overwrites it (mma_group).
   auto consume = [&](uint32_t st, auto fresh_tag) {
-    constexpr bool FRESH = decltype(fresh_tag)::value;
+    [[maybe_unused]] constexpr bool FRESH = decltype(fresh_tag)::value;  // read by the FOLD instances only
     uint4 wv[format::kSubtiles];
     detail::lds_weights(wv, st + wslot, lane);
     uint32_t xb[NX][4];

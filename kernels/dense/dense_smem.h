@@ -45,7 +45,7 @@
 // Every access above is checked by the static_asserts at the end of this
 // file for every warp, n8 tile, half and loop index.
 //
-// ncu on the H200 (benchmarks/results/h200/2026-12-02-b/ncu_dequant_70b_o.txt,
+// ncu on the H200 (cb85925:benchmarks/results/h200/2026-12-02-b/ncu_dequant_70b_o.txt,
 // int4 bf16 NK, 16,384 CTAs, maps 1 and 3 exactly as here) read 106,067 load
 // and 19,141 store "bank conflicts" (l1tex__data_bank_conflicts_pipe_lsu_mem_
 // shared_op_{ld,st}). Every CTA runs the same shared addresses, so a pattern

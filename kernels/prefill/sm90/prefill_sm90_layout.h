@@ -88,7 +88,7 @@ struct Layout {
 // halves, where at least four k128 stages fit (int8 at BT = 128 fits four
 // with a (64, 64) epilogue staging tile, three beside a (128, 64) one: those
 // three measured 5-8% slower than its seven k64 stages at M = 128,
-// benchmarks/results/h200/2026-12-02-f/experiments/); one for BT >= 192, whose
+// cb85925:benchmarks/results/h200/2026-12-02-f/experiments/); one for BT >= 192, whose
 // registers have no room for a second slice's A, and for the 192-column tile:
 // at KS = 2 ptxas serialized its BT = 64 wgmmas (C7512); it seems to allocate
 // the consumers within the 128 registers a 512-thread launch allows, not the

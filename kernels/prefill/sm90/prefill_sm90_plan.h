@@ -23,12 +23,12 @@
 //   The constants are a least-squares fit (relative error) to 123 H200
 //   timings (shape, M, plan; best of 2-3 rounds) of the k128-stage kernels
 //   under two earlier plan models, on the eight Llama-3 shapes at
-//   M = 1 ... 1024, int4 g128 bf16 (benchmarks/experiments/
+//   M = 1 ... 1024, int4 g128 bf16 (cb85925:benchmarks/experiments/
 //   fit_prefill_plan.py): rms error 5%.
 //   Then checked in a separate 3-round A/B against the previous constants:
 //   each of the 25 plans the fit changed (M = 96 ... 2048) ran 0.81-1.01x the
 //   time, geometric mean 0.989 over all 96 points
-//   (benchmarks/results/h200/2026-12-02-f/experiments/). int8 has its own
+//   (cb85925:benchmarks/results/h200/2026-12-02-f/experiments/). int8 has its own
 //   slice constants (below).
 //   grid = min(items, G), one CTA per SM (the kernel uses ~all shared memory).
 #pragma once
@@ -51,18 +51,18 @@ namespace sm90 {
 // constants are fitted with the others held (160 timed H200 plans of both
 // tiles, int4, the eight Llama-3 shapes at M = 33 ... 2048; of the 80 points
 // timed under two plans the model orders 75 right,
-// benchmarks/results/h200/2026-12-03-e/experiments/ab_cg3/fit.txt).
+// cb85925:benchmarks/results/h200/2026-12-03-e/experiments/ab_cg3/fit.txt).
 // int8 has its own slice costs (twice the weight bytes and dequantization per
 // slice): 1.11-1.25x int4's, fitted (when its BT 128 tile still had k64
 // stages; k128 since 2026-12-03-g: a refit to 450 ns moved 28 plans to
 // 0.992x with 8 of them up to 1.08x slower, so 505 stays,
-// benchmarks/results/h200/2026-12-03-h/ call 3) on the same
+// cb85925:benchmarks/results/h200/2026-12-03-h/ call 3) on the same
 // 2026-12-03-e timings (int8, item and reduce held); with the int4 constants
 // the model named the faster of two timed int8 plans at 70 of 80 points, with
 // its own at 76. BT 192's two constants are fitted with the rest held on the
 // timings of its first build, which priced them halfway between BT 128's and
 // 256's (581 / 662 ns; 36 int4 and 27 int8 timed BT 192 plans, eight layers,
-// M = 192-1536, benchmarks/results/h200/2026-12-04-c/ call 3): 3.2 ns per token
+// M = 192-1536, cb85925:benchmarks/results/h200/2026-12-04-c/ call 3): 3.2 ns per token
 // of a slice at BT 192 against 2.9 at BT 256 and 3.3 at BT 128 (int4).
 inline constexpr double slice_ns(int bits, int bt, int cg) {
   if (bits == 8) {
