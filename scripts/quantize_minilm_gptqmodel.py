@@ -36,8 +36,8 @@ VARIANTS = {
 GROUP = 128
 
 
-def quantize(model, tok, sentences, v: dict) -> dict:
-    """{module name: its packed tensors} for every nn.Linear of `model`."""
+def quantize(model, feed, v: dict) -> dict:
+    """{module name: its packed tensors} for every nn.Linear of `model`; feed() runs the calibration forward."""
     import torch
     from gptqmodel import QuantizeConfig
     from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
@@ -56,8 +56,7 @@ def quantize(model, tok, sentences, v: dict) -> dict:
             lambda mod, inp, out, g=g: g.add_batch(inp[0].reshape(-1, inp[0].shape[-1]).data,
                                                    out.reshape(-1, out.shape[-1]).data)))
     with torch.no_grad():
-        for s in sentences:
-            model(**tok(s, return_tensors="pt"))
+        feed()
     for h in hooks:
         h.remove()
     out = {}
@@ -103,7 +102,7 @@ def main() -> int:
             print(f"{out}: exists, skipped")
             continue
         model = AutoModel.from_pretrained(src, dtype=torch.float32).eval()
-        packed = quantize(model, tok, CALIBRATION, v)
+        packed = quantize(model, lambda: [model(**tok(s, return_tensors="pt")) for s in CALIBRATION], v)
         tensors = {}
         for key, t in model.state_dict().items():
             module = key.rpartition(".")[0]

@@ -332,7 +332,9 @@ def verdict(results: list[LayerResult], ms, gpu: bool) -> str:
     if c["moe"]:
         tail.append(f"{c['moe']} MoE expert group{'s' if c['moe'] != 1 else ''} not checked here")
     extra = ("; " + "; ".join(tail)) if tail else ""
-    what = f"{n_dense} servable layers" + (f" and {n_moe} MoE expert checks" if n_moe else "")
+    parts = ([f"{n_dense} servable layers"] if n_dense or not n_moe else []) + \
+        ([f"{n_moe} MoE expert checks"] if n_moe else [])
+    what = " and ".join(parts)
     if c["FAIL"]:
         bad = [r.name for r in results if r.status == "FAIL"]
         names = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
