@@ -41,6 +41,7 @@
 
 #include "kernels/common/device_guard.h"
 #include "kernels/common/format.h"
+#include "kernels/common/launch.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
 #include "kernels/decode/decode.h"
@@ -219,23 +220,8 @@ std::string launch_error(const char* what) {
 // griddepcontrol.wait before it touches anything that one may write).
 std::string launch_kernel(const void* fn, dim3 grid, int block, int smem, bool pdl, void** args, cudaStream_t stream,
                           const char* what) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  const cudaError_t e = cudaLaunchKernelExC(&cfg, fn, args);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
-  }
+  const cudaError_t e = launch_ex(fn, grid, block, static_cast<size_t>(smem), pdl, args, stream);
+  if (e != cudaSuccess) return std::string("decode: ") + what + " launch failed: " + cudaGetErrorString(e);
   return launch_error(what);
 }
 

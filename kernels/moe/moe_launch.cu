@@ -37,6 +37,7 @@
 
 #include "kernels/common/device_guard.h"
 #include "kernels/common/format.h"
+#include "kernels/common/launch.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/decode/decode_config.h"
 #include "kernels/moe/moe.h"
@@ -183,23 +184,9 @@ bool make_plan(const MoeProblem& p, int block_m, Plan* pl, std::string* err) {
 
 std::string launch_kernel(const void* fn, long long grid, int block, long long smem, bool pdl, void** args,
                           cudaStream_t stream, const char* what) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  const cudaError_t e = cudaLaunchKernelExC(&cfg, fn, args);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("moe: ") + what + " launch failed: " + cudaGetErrorString(e);
-  }
+  const cudaError_t e =
+      launch_ex(fn, dim3(static_cast<unsigned>(grid)), block, static_cast<size_t>(smem), pdl, args, stream);
+  if (e != cudaSuccess) return std::string("moe: ") + what + " launch failed: " + cudaGetErrorString(e);
   return "";
 }
 
