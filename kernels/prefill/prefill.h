@@ -31,6 +31,12 @@ namespace prefill {
 // of the pointers that are set (TMA and bulk copies need 16-byte alignment).
 std::string can_implement(const GemmProblem& p);
 
+// "" when p's format and shape are what every prefill mainloop takes (bits 4 /
+// 8, group 32 / 64 / 128, K and N multiples of 128, K a multiple of the group,
+// fp16 / bf16, M >= 0), else the reason. The architectures' can_implement ask
+// it after their own device checks; defined in prefill_launch.cpp.
+std::string format_reason(const GemmProblem& p);
+
 // Scratch bytes launch() needs for p: the gathered activations under
 // act-order and the fp32 split-K partials. 0 when none.
 size_t workspace_bytes(const GemmProblem& p);

@@ -37,7 +37,23 @@ std::string arch_reason(const GemmProblem& p) {
          "device is " + arch_name(p);
 }
 
+std::string str(long long v) { return std::to_string(v); }
+
 }  // namespace
+
+std::string format_reason(const GemmProblem& p) {
+  if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
+  if (p.group != 32 && p.group != 64 && p.group != 128)
+    return "the prefill path needs group 32, 64 or 128 (channelwise scales replicated to one of them), got group " +
+           str(p.group);
+  if (p.K % 128 != 0) return "the prefill path needs K to be a multiple of 128, got K = " + str(p.K);
+  if (p.N % 128 != 0) return "the prefill path needs N to be a multiple of 128, got N = " + str(p.N);
+  if (p.K % p.group != 0) return "K = " + str(p.K) + " is not a multiple of group " + str(p.group);
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "dtype must be float16 or bfloat16, got " + str(static_cast<int>(p.dtype));
+  if (p.M < 0) return "M must be >= 0, got " + str(p.M);
+  return "";
+}
 
 std::string can_implement(const GemmProblem& p) {
   switch (arch_of(p)) {

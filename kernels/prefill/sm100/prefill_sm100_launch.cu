@@ -20,6 +20,7 @@
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
+#include "kernels/prefill/prefill.h"
 #include "kernels/common/tma_desc.h"
 #include "kernels/prefill/sm100/prefill_sm100.cuh"
 #include "kernels/prefill/sm100/prefill_sm100_kernels.h"
@@ -128,16 +129,8 @@ std::string can_implement(const GemmProblem& p) {
       return std::string(kSm100PrefillKnob) + " must be 0 or 1 (or false/true, off/on, no/yes), got '" +
              env::raw(kSm100PrefillKnob) + "'";
   }
-  if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
-  if (p.group != 32 && p.group != 64 && p.group != 128)
-    return "the prefill path needs group 32, 64 or 128 (channelwise scales replicated to one of them), got group " +
-           str(p.group);
-  if (p.K % 128 != 0) return "the prefill path needs K to be a multiple of 128, got K = " + str(p.K);
-  if (p.N % 128 != 0) return "the prefill path needs N to be a multiple of 128, got N = " + str(p.N);
-  if (p.K % p.group != 0) return "K = " + str(p.K) + " is not a multiple of group " + str(p.group);
-  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
-    return "dtype must be float16 or bfloat16, got " + str(static_cast<int>(p.dtype));
-  if (p.M < 0) return "M must be >= 0, got " + str(p.M);
+  why = format_reason(p);
+  if (!why.empty()) return why;
   const void* ptrs[] = {p.x, p.packed, p.scales, p.zeros};
   const char* names[] = {"x", "packed", "scales", "zeros"};
   for (int i = 0; i < 4; ++i)

@@ -15,6 +15,7 @@
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
 #include "kernels/common/problem.h"
+#include "kernels/prefill/prefill.h"
 #include "kernels/common/tma_desc.h"
 #include "kernels/prefill/sm90/prefill_sm90.cuh"
 #include "kernels/prefill/sm90/prefill_sm90_kernels.h"
@@ -57,16 +58,8 @@ std::string can_implement(const GemmProblem& p) {
 #if !defined(SWORDFISH_HAS_SM90A)
   return "this build has no sm_90a code (SWORDFISH_CUDA_ARCHS does not list 90a)";
 #else
-  if (p.bits != 4 && p.bits != 8) return "bits must be 4 or 8, got " + str(p.bits);
-  if (p.group != 32 && p.group != 64 && p.group != 128)
-    return "the prefill path needs group 32, 64 or 128 (channelwise scales replicated to one of them), got group " +
-           str(p.group);
-  if (p.K % 128 != 0) return "the prefill path needs K to be a multiple of 128, got K = " + str(p.K);
-  if (p.N % 128 != 0) return "the prefill path needs N to be a multiple of 128, got N = " + str(p.N);
-  if (p.K % p.group != 0) return "K = " + str(p.K) + " is not a multiple of group " + str(p.group);
-  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
-    return "dtype must be float16 or bfloat16, got " + str(static_cast<int>(p.dtype));
-  if (p.M < 0) return "M must be >= 0, got " + str(p.M);
+  const std::string why = format_reason(p);
+  if (!why.empty()) return why;
   const void* ptrs[] = {p.x, p.packed, p.scales, p.zeros, p.y};
   const char* names[] = {"x", "packed", "scales", "zeros", "y"};
   for (int i = 0; i < 5; ++i)
