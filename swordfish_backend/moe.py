@@ -111,9 +111,9 @@ class QuantizedExperts(_PackedTensors):
         first = weights[0]
         for i, w in enumerate(weights[1:], 1):
             if (w.padded_k is None) != (first.padded_k is None):
-                lay = lambda v: "the padded act-order layout" if v.padded_k is not None else "the exact layout"  # noqa: E731
-                raise ValueError(f"QuantizedExperts.stack: weights[{i}] has {lay(w)} but weights[0] has "
-                                 f"{lay(first)}; experts must share one layout")
+                lay = lambda v: "the exact" if v.padded_k is None else "the padded act-order"  # noqa: E731
+                raise ValueError(f"QuantizedExperts.stack: weights[{i}] has {lay(w)} layout but weights[0] has "
+                                 f"{lay(first)} layout; experts must share one layout")
             for attr in ("in_features", "out_features", "bits", "group_size", "scale_group", "dtype", "device"):
                 if getattr(w, attr) != getattr(first, attr):
                     raise ValueError(f"QuantizedExperts.stack: weights[{i}].{attr} is {getattr(w, attr)} but "

@@ -428,8 +428,9 @@ std::string launch(const MoeProblem& p, int block_m, cudaStream_t stream) {
     acp.I = p.I;
     acp.K2 = w2_k(p);
     void* args[] = {&acp};
-    why = launch_kernel(act_fn(bf16, p.activation, p.w2.perm != nullptr), elem_grid(pl.slots * (acp.K2 / 8), p.sm_count),
-                        kElemThreads, 0, pl.pdl, args, stream, "activation kernel");
+    why = launch_kernel(act_fn(bf16, p.activation, p.w2.perm != nullptr),
+                        elem_grid(pl.slots * (acp.K2 / 8), p.sm_count), kElemThreads, 0, pl.pdl, args, stream,
+                        "activation kernel");
     if (!why.empty()) return why;
   }
 
