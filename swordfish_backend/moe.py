@@ -48,6 +48,13 @@ class QuantizedExperts(_PackedTensors):
     ``scales`` ``[E, K/scale_group, N]``, ``zeros`` (folded, like
     QuantizedWeight) or None, ``perm`` int32 ``[E, K]`` or None (present
     when any expert is act-order; the others then hold the identity).
+
+    A row-parallel tensor-parallel shard of act-order experts (each expert's
+    g_idx covers its own K_s rows, the scales the whole layer's groups) takes
+    the padded act-order layout (docs/FORMAT.md "Act-order shards") per
+    expert, every expert padded to the common ``padded_k`` (the largest
+    expert's K_pad: extra rows are pad code with scale 0, zero 0, perm -1),
+    so ``packed`` / ``scales`` / ``perm`` are ``[E, ..padded_k..]``.
     """
 
     _SCALE_ROW_AXIS = 1  # scales are [E, K / scale_group, N]
@@ -102,11 +109,11 @@ class QuantizedExperts(_PackedTensors):
                 raise TypeError(f"QuantizedExperts.stack: weights[{i}] must be a QuantizedWeight, "
                                 f"got {type(w).__name__}")
         first = weights[0]
-        for i, w in enumerate(weights):
-            if w.padded_k is not None:
-                raise ValueError(f"QuantizedExperts.stack: weights[{i}] has the padded act-order layout (a "
-                                 "row-parallel shard's); the MoE experts do not serve it (issue #36)")
         for i, w in enumerate(weights[1:], 1):
+            if (w.padded_k is None) != (first.padded_k is None):
+                lay = lambda v: "the exact" if v.padded_k is None else "the padded act-order"  # noqa: E731
+                raise ValueError(f"QuantizedExperts.stack: weights[{i}] has {lay(w)} layout but weights[0] has "
+                                 f"{lay(first)} layout; experts must share one layout")
             for attr in ("in_features", "out_features", "bits", "group_size", "scale_group", "dtype", "device"):
                 if getattr(w, attr) != getattr(first, attr):
                     raise ValueError(f"QuantizedExperts.stack: weights[{i}].{attr} is {getattr(w, attr)} but "
@@ -118,27 +125,34 @@ class QuantizedExperts(_PackedTensors):
         unpacked = all(w._packed is None for w in weights)
         return cls._assemble(
             [dict(source=w._source if unpacked else None, packed=None if unpacked else w.packed, scales=w.scales,
-                  zeros=w.zeros, perm=w.perm) for w in weights], first)
+                  zeros=w.zeros, perm=w.perm, padded_k=w.padded_k) for w in weights], first)
 
     @classmethod
     def _from_experts(cls, builder: str, E: int, dtype, canonical_of) -> "QuantizedExperts":
         parts = []
         for e in range(E):
-            try:
-                parts.append(weight_parts(canonical_of(e), dtype))
+            try:  # padded=None: a row-parallel shard of act-order experts takes the padded layout
+                parts.append(weight_parts(canonical_of(e), dtype, padded=None))
             except (TypeError, ValueError) as err:
                 raise type(err)(f"QuantizedExperts.{builder}: expert {e}: {err}") from None
         first = parts[0]
         for e, p in enumerate(parts[1:], 1):  # one builder call: only the zero points' presence could differ
             if (p["zeros"] is None) != (first["zeros"] is None):
                 raise ValueError(f"QuantizedExperts.{builder}: expert {e} and expert 0 disagree on zero points")
+            if ("padded_k" in p) != ("padded_k" in first):
+                raise ValueError(f"QuantizedExperts.{builder}: expert {e} and expert 0 disagree on the padded "
+                                 "act-order layout (a row-parallel shard's)")
         shape = QuantizedWeight(packed=None, **first)
         # on the device the tensors already live on: one pass over all experts
         return cls._assemble([dict(p, packed=None) for p in parts], shape)._prepack_off_cpu()
 
     @classmethod
     def _assemble(cls, parts: list, like) -> "QuantizedExperts":
-        """Stack per-expert tensors (dicts of source/packed/scales/zeros/perm) into one QuantizedExperts."""
+        """Stack per-expert tensors (dicts of source/packed/scales/zeros/perm[/padded_k]) into one QuantizedExperts."""
+        padded_k = None
+        if parts[0].get("padded_k") is not None:  # the padded layout: every expert to the largest K_pad
+            padded_k = max(p["padded_k"] for p in parts)
+            parts = [_pad_expert(p, padded_k, like.bits) for p in parts]
         stack = lambda key: None if parts[0][key] is None else torch.stack([p[key] for p in parts])  # noqa: E731
         perm = None
         if any(p["perm"] is not None for p in parts):
@@ -146,7 +160,7 @@ class QuantizedExperts(_PackedTensors):
             perm = torch.stack([identity if p["perm"] is None else p["perm"].to(torch.int32) for p in parts])
         return cls(source=stack("source"), packed=stack("packed"), scales=stack("scales"), zeros=stack("zeros"),
                    perm=perm, bits=like.bits, group_size=like.group_size, in_features=like.in_features,
-                   out_features=like.out_features, dtype=like.dtype)
+                   out_features=like.out_features, dtype=like.dtype, padded_k=padded_k)
 
     # ------------------------------------------------------------ properties
 
@@ -166,7 +180,7 @@ class QuantizedExperts(_PackedTensors):
                                zeros=None if self.zeros is None else self.zeros[e],
                                perm=None if self.perm is None else self.perm[e], bits=self.bits,
                                group_size=self.group_size, in_features=self.in_features,
-                               out_features=self.out_features, dtype=self.dtype)
+                               out_features=self.out_features, dtype=self.dtype, padded_k=self.padded_k)
 
     def __getitem__(self, e) -> QuantizedWeight:
         """Expert e as a QuantizedWeight (views of this object's tensors; an identity perm becomes None)."""
@@ -179,8 +193,8 @@ class QuantizedExperts(_PackedTensors):
             raise IndexError(f"expert index {i} is out of range for {E} experts")
         i %= E
         w = self._expert(i)
-        if w.perm is not None and torch.equal(w.perm, torch.arange(self.in_features, dtype=w.perm.dtype,
-                                                                   device=w.perm.device)):
+        if w.padded_k is None and w.perm is not None and torch.equal(
+                w.perm, torch.arange(self.in_features, dtype=w.perm.dtype, device=w.perm.device)):
             w.perm = None
         return w
 
@@ -195,13 +209,38 @@ class QuantizedExperts(_PackedTensors):
 
 
 def experts_from_op_args(packed: torch.Tensor, scales: torch.Tensor, zeros, perm, bits: int, group: int,
-                         channelwise: bool, dtype: torch.dtype) -> QuantizedExperts:
+                         channelwise: bool, dtype: torch.dtype, in_features: int | None = None) -> QuantizedExperts:
     """The inverse of ``kernel_args``: a QuantizedExperts around one weight's op arguments (for tests and
-    stand-ins of the op that compute the reference from what the op receives)."""
+    stand-ins of the op that compute the reference from what the op receives). ``in_features`` below the
+    packed K marks w2's padded act-order layout (the op's I: w13's N / 2)."""
+    K = packed.shape[2] * fmt.block_k(bits)
+    padded = in_features is not None and in_features != K
     return QuantizedExperts(source=None, packed=packed, scales=scales, zeros=zeros, perm=perm, bits=bits,
                             group_size=fmt.CHANNELWISE if channelwise else group,
-                            in_features=packed.shape[2] * fmt.block_k(bits), out_features=packed.shape[1] * fmt.BLOCK_N,
-                            dtype=dtype)
+                            in_features=in_features if padded else K, out_features=packed.shape[1] * fmt.BLOCK_N,
+                            dtype=dtype, padded_k=K if padded else None)
+
+
+def _pad_expert(part: dict, K_pad: int, bits: int) -> dict:
+    """One expert's padded-layout tensors grown to K_pad packed rows: pad code, scale 0 / zero 0 chunks, perm -1
+    (all-pad chunks dequantize to exactly 0 and meet a zero activation)."""
+    k = part["padded_k"]
+    if k == K_pad:
+        return part
+    extra = K_pad - k
+    scales = part["scales"]
+    chunks = extra // fmt.ACT_ORDER_CHUNK
+    grow = lambda t: None if t is None else torch.cat([t, t.new_zeros(chunks, t.shape[1])])  # noqa: E731
+    perm = torch.cat([part["perm"].to(torch.int32),
+                      torch.full((extra,), -1, dtype=torch.int32, device=part["perm"].device)])
+    out = dict(part, scales=grow(scales), zeros=grow(part["zeros"]), perm=perm, padded_k=K_pad)
+    pad_codes = torch.full((extra, scales.shape[1]), fmt.bias(bits), dtype=torch.uint8, device=scales.device)
+    if part.get("source") is not None:
+        out["source"] = torch.cat([part["source"], fmt.pack_k(pad_codes, bits).to(part["source"].device)])
+    if part.get("packed") is not None:  # (N/64, K/block_k, 512): whole K blocks append along dim 1
+        tail = prepack_codes(fmt.pack_k(pad_codes, bits).to(part["packed"].device), None, bits)
+        out["packed"] = torch.cat([part["packed"], tail], dim=1)
+    return out
 
 
 def _expert_count(builder: str, **tensors) -> int:
@@ -231,7 +270,7 @@ def prepack_experts(source: torch.Tensor, perm: torch.Tensor | None, bits: int) 
     The experts of a chunk are packed as one tall weight of E * K rows (a
     block holds exactly its own tile's values, so a tall weight's blocks are
     the experts' blocks), with each expert's act-order permutation offset by
-    its first row; the (N/64, E, K/block_k) block grid is then reordered.
+    its first row (a -1 pad entry stays -1); the (N/64, E, K/block_k) block grid is then reordered.
     """
     E, rows, N = source.shape
     K = rows * fmt.values_per_word(bits)
@@ -244,7 +283,8 @@ def prepack_experts(source: torch.Tensor, perm: torch.Tensor | None, bits: int) 
         tall_perm = None
         if perm is not None:
             first_row = torch.arange(n, dtype=torch.int32, device=perm.device).mul_(K).view(n, 1)
-            tall_perm = (perm[e0:e0 + n].to(torch.int32) + first_row).reshape(n * K)
+            chunk = perm[e0:e0 + n].to(torch.int32)
+            tall_perm = torch.where(chunk >= 0, chunk + first_row, chunk).reshape(n * K)
         packed = prepack_codes(tall, tall_perm, bits)  # (N/64, n * K / bk, 512)
         out.append(packed.view(N // fmt.BLOCK_N, n, K // bk, fmt.BLOCK_WORDS).permute(1, 0, 2, 3))
     return torch.cat(out).contiguous()

@@ -127,8 +127,8 @@ def weight_parts(c: checkpoints.Canonical, dtype, padded: bool | None = False) -
     act-order layout, ``padded_k``. ``padded``: None takes the padded layout
     for a row-parallel shard of an act-order layer (g_idx with scales for more
     rows than the weight holds), True always (act-order only), False never (a
-    shard's scales are then an error: ``QuantizedExperts`` builds each expert
-    through this with False).
+    shard's scales are then an error). ``QuantizedExperts`` builds each expert
+    through this with None, then pads the experts to one K_pad.
     """
     bits, group_size = c.bits, c.group_size
     fmt._check_bits(bits)
@@ -186,15 +186,17 @@ def prepack_codes(source: torch.Tensor, perm: torch.Tensor | None, bits: int) ->
 
     CUDA tensors use the extension's prepack op when it is loaded; otherwise
     (CPU, or no extension) the pure-torch reference packer. With ``perm``
-    (int32 (K)), packed row k takes source row perm[k].
+    (int32 (K)), packed row k takes source row perm[k] (code 0 for an entry outside [0, K)).
     """
     if source.device.type == "cuda":
         from . import ops
         if ops.has_extension():
             return ops.prepack(source, perm, bits)
     codes = fmt.unpack_k(source, bits)
-    if perm is not None:
-        codes = codes[perm.to(torch.int64)]
+    if perm is not None:  # an entry outside [0, K) gives code 0, as the CUDA prepack kernel does
+        p = perm.to(torch.int64)
+        ok = ((p >= 0) & (p < codes.shape[0])).view(-1, 1)
+        codes = torch.where(ok, codes[p.clamp(0, codes.shape[0] - 1)], torch.zeros((), dtype=codes.dtype))
     return fmt.pack_reference(codes, bits)
 
 

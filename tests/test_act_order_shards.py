@@ -204,14 +204,20 @@ def test_unsharded_uneven_g_idx_is_still_an_error():
         sf.QuantizedWeight.from_gptq(fmt.pack_k(layer.q, 4), layer.s, g, group_size=64)
 
 
-def test_moe_experts_refuse_the_padded_layout():
+def test_moe_experts_take_the_padded_layout():
+    """QuantizedExperts serve act-order shards too (a row-parallel w2, issue #36; tests/test_moe_act_order_shards.py):
+    stack and from_gptq give one padded layout; an exact and a padded weight do not stack."""
     layer = Layer(K=256, N=64, group=64, seed=1)
     w = layer.weight(slice(0, 128))
-    with pytest.raises(ValueError, match="padded act-order layout"):
-        sf.QuantizedExperts.stack([w, w])
+    stacked = sf.QuantizedExperts.stack([w, w])
     q = fmt.pack_k(layer.q[:128], 4)
-    with pytest.raises(ValueError, match=r"expert 0: scales must be \(2, 64\)"):
-        sf.QuantizedExperts.from_gptq(q[None], layer.s[None], layer.g_idx[None, :128], group_size=64)
+    built = sf.QuantizedExperts.from_gptq(q[None].expand(2, -1, -1), layer.s[None].expand(2, -1, -1),
+                                          layer.g_idx[None, :128].expand(2, -1), group_size=64)
+    assert stacked.padded_k == built.padded_k == w.padded_k
+    assert torch.equal(stacked.packed, built.packed) and torch.equal(built[1].dequantize(), w.dequantize())
+    whole = sf.QuantizedWeight.from_gptq(fmt.pack_k(layer.q[:128], 4), layer.s[:2], None, group_size=64)
+    with pytest.raises(ValueError, match=r"weights\[1\] has the exact layout but weights\[0\] has the padded"):
+        sf.QuantizedExperts.stack([w, whole])
 
 
 # ------------------------------------------------------------------ memory note

@@ -717,7 +717,8 @@ def fused_reference_kernel(x, p13, s13, z13, perm13, p2, s2, z2, perm2, topk_wei
                            group13, cw13, group2, cw2, activation, weights_on_input, path, deterministic):
     """The fused_moe op's contract computed by reference_moe from the op's own arguments."""
     w13 = moe.experts_from_op_args(p13, s13, z13, perm13, bits, group13, cw13, x.dtype)
-    w2 = moe.experts_from_op_args(p2, s2, z2, perm2, bits, group2, cw2, x.dtype)
+    I = p13.shape[1] * fmt.BLOCK_N // 2  # noqa: E741  (w2's packed K may exceed it: the padded act-order layout)
+    w2 = moe.experts_from_op_args(p2, s2, z2, perm2, bits, group2, cw2, x.dtype, in_features=I)
     name = {v: n for n, v in ops.MOE_ACTIVATIONS.items()}[activation]
     return moe.reference_moe(x, w13, w2, topk_weights, topk_ids, activation=name,
                              apply_router_weight_on_input=weights_on_input, expert_map=expert_map)

@@ -571,19 +571,28 @@ def test_what_falls_back(cuda, monkeypatch, warnings_seen, case):
     assert len(warnings_seen) == 1 and expect in warnings_seen[0], warnings_seen
 
 
-@pytest.mark.parametrize("f", [Fmt("gptq", 4, 64, act_order=True), Fmt("ct", 4, 64, act_order=True)],
-                         ids=lambda f: f.label)
-def test_act_order_row_parallel_w2_is_an_error(cuda, f):
-    """Act-order w2 across row-parallel shards (issue #36): vLLM 0.33 has no act-order MoE kernel to fall back
-    to (its kernels would ignore g_idx), so the layer is a clear error naming it; expert parallelism (whole
-    experts per rank) is served."""
+ACT_ORDER_TP_CASES = [  # (format, dtype, ranks)
+    (Fmt("gptq", 4, 64, act_order=True), torch.float16, 2),
+    (Fmt("gptq", 8, 32, act_order=True), torch.bfloat16, 4),
+    (Fmt("ct", 4, 64, act_order=True), torch.bfloat16, 2),
+    (Fmt("ct", 4, 32, act_order=True), torch.float16, 4),
+]
+
+
+@pytest.mark.parametrize("f, dtype, ranks", ACT_ORDER_TP_CASES,
+                         ids=[f"{f.label}-{str(d)[6:]}-tp{r}" for f, d, r in ACT_ORDER_TP_CASES])
+def test_act_order_row_parallel_w2_shards_sum_to_the_layer(cuda, f, dtype, ranks):
+    """Act-order w2 across row-parallel shards (issue #36): each rank loads its g_idx rows and the whole
+    layer's w2 scales, packs the padded act-order layout (every expert to one K_pad), and the ranks' outputs
+    summed (the all-reduce) are the unsharded layer, on the op's CPU reference path."""
     cuda((10, 0))
-    with engine("swordfish", tp_rank=1), pytest.raises(ValueError, match=r"row-parallel.*issue #36") as err:
-        build(MIXTRAL, quant_config(f), torch.float16, tp=2)
-    assert "model.layers." in str(err.value) and "--enable-expert-parallel" in str(err.value)
-    with engine("auto", tp_rank=1, expert_parallel=True):
-        method = type(build(MIXTRAL, quant_config(f), torch.float16, tp=2).routed_experts.quant_method)
-    assert issubclass(method, moe_method._SwordfishMoEMethod)
+    out, ref, runner = run(MIXTRAL, f, dtype, ranks=ranks)
+    w = runner.routed_experts.quant_method.moe_kernel.fused_experts.weights
+    I_part = MIXTRAL.intermediate // ranks
+    assert (w.w2.in_features, w.w2.out_features) == (I_part, MIXTRAL.hidden)
+    assert w.w2.padded_k is not None and w.w2.padded_k % 128 == 0 and w.w2.padded_k >= I_part
+    assert tuple(w.w2.perm.shape) == (MIXTRAL.experts, w.w2.padded_k) and w.w2.scale_group == 32
+    assert rel_err(out, ref) < 2 * unit_roundoff(dtype)
 
 
 def test_act_order_is_served_whatever_the_backend_flag(cuda):

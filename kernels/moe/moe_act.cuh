@@ -1,9 +1,11 @@
 // The element-wise kernels of the fused-MoE layer. Host twin: moe_launch.cu.
 //
 //   act_kernel       a[s, k] = act(g) * u, g = h[s, p(k)], u = h[s, I + p(k)]
-//                    for every routed slot s (h: the sum of the w13 GEMM's
-//                    fp32 planes in plane order; one plane in atomic mode),
-//                    p = the expert's w2 act-order permutation (or identity),
+//                    for every routed slot s and k < K2 (h: the sum of the
+//                    w13 GEMM's fp32 planes in plane order; one plane in
+//                    atomic mode), p = the expert's w2 act-order permutation
+//                    (or identity; K2 = I), 0 where p(k) is outside [0, I)
+//                    (a pad row of the padded layout, K2 >= I),
 //                    times the router weight first when weights_on_input;
 //                    one rounding to the dtype. Slots in no block are skipped
 //                    (the w2 GEMM never reads them).
@@ -26,13 +28,14 @@ struct ActParams {
   long long plane;            // num_slots * 2I
   int splits;
   const int32_t* slot_expert; // (num_slots) local expert or -1
-  const int32_t* perm;        // (E, I) w2 act-order permutation, or nullptr
+  const int32_t* perm;        // (E, K2) w2 act-order permutation (-1: pad row), or nullptr
   const void* topk_weights;   // read when weights_on_input
   int weights_f32;
   int weights_on_input;
-  uint16_t* a;                // (num_slots, I), dtype
+  uint16_t* a;                // (num_slots, K2), dtype
   int num_slots;
-  int I;
+  int I;                      // h's half width (gate | up)
+  int K2;                     // a's width: w2's packed K (I without perm; K_pad >= I in the padded layout)
 };
 
 struct FinalizeParams {
@@ -64,12 +67,12 @@ SF_DEVICE uint4 pack8(const float (&v)[8]) {
                     decode::detail::pack<BF16>(v[4], v[5]), decode::detail::pack<BF16>(v[6], v[7]));
 }
 
-// grid: any (grid-stride over num_slots x I / 8 items); block: any.
+// grid: any (grid-stride over num_slots x K2 / 8 items); block: any.
 template <bool BF16, int ACT, bool PERM>
 __global__ void act_kernel(const __grid_constant__ ActParams p) {
   ptx::grid_dependency_wait();
   ptx::grid_launch_dependents();
-  const int i8 = p.I / 8;
+  const int i8 = p.K2 / 8;
   const long long items = static_cast<long long>(p.num_slots) * i8;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   const int two_i = 2 * p.I;
@@ -84,7 +87,7 @@ __global__ void act_kernel(const __grid_constant__ ActParams p) {
     for (int sp = 0; sp < p.splits; ++sp) {
       const float* row = p.h + sp * p.plane + static_cast<long long>(s) * two_i;
       if constexpr (PERM) {
-        const int32_t* perm = p.perm + static_cast<long long>(e) * p.I + c;
+        const int32_t* perm = p.perm + static_cast<long long>(e) * p.K2 + c;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int k = perm[j];
@@ -108,7 +111,7 @@ __global__ void act_kernel(const __grid_constant__ ActParams p) {
     float v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = activate<ACT>(w * g[j]) * (w * u[j]);
-    *reinterpret_cast<uint4*>(p.a + static_cast<long long>(s) * p.I + c) = pack8<BF16>(v);
+    *reinterpret_cast<uint4*>(p.a + static_cast<long long>(s) * p.K2 + c) = pack8<BF16>(v);
   }
 }
 

@@ -166,13 +166,15 @@ std::string launched(const char* what) {
                                                 cudaGetErrorString(e);
 }
 
-GemmProblem expert_problem(const MoeProblem& p, const MoeWeight& w, int K, int N) {
+// K: the weight's packed rows; K_in: the rows written (w2's padded act-order layout skips its pad rows).
+GemmProblem expert_problem(const MoeProblem& p, const MoeWeight& w, int K, int N, int K_in = 0) {
   GemmProblem g;
   g.packed = w.packed;
   g.scales = w.scales;
   g.zeros = w.zeros;
   g.perm = w.perm;
   g.K = K;
+  g.K_in = K_in == K ? 0 : K_in;
   g.N = N;
   g.bits = p.bits;
   g.group = w.group;
@@ -236,7 +238,7 @@ std::string dense_can_implement(const MoeProblem& p) {
     return "the grouped GEMM needs H and I to be multiples of 8, got H = " + str(p.H) + ", I = " + str(p.I);
   std::string why = dense::can_implement_dequant(expert_problem(p, p.w13, p.H, 2 * p.I));
   if (!why.empty()) return "w13: " + why;
-  why = dense::can_implement_dequant(expert_problem(p, p.w2, p.I, p.H));
+  why = dense::can_implement_dequant(expert_problem(p, p.w2, w2_k(p), p.H, p.I));
   if (!why.empty()) return "w2: " + why;
   return can_align(static_cast<long long>(p.T) * p.top_k, p.E, kDenseBlockM, p.cc_major);
 }
@@ -312,7 +314,7 @@ std::string dense_launch(const MoeProblem& p, cudaStream_t stream) {
     else dense_act_kernel<false, kSilu><<<act_grid, kThreads, 0, stream>>>(d);
   }
   if (!(why = launched("act kernel")).empty()) return why;
-  why = dense::dequantize_experts(expert_problem(p, p.w2, p.I, p.H), p.E, w, dense::Layout::kNK, stream);
+  why = dense::dequantize_experts(expert_problem(p, p.w2, w2_k(p), p.H, p.I), p.E, w, dense::Layout::kNK, stream);
   if (!why.empty()) return "moe dense: w2 dequant: " + why;
 
   void* o = nullptr;

@@ -7,7 +7,7 @@
 //             adds at most block_m - 1 padding rows and at most min(E, slots)
 //             experts are non-empty, so max_blocks = (slots + min(E, slots)
 //             (block_m - 1)) / block_m (the sort's arrays are sized by it).
-//   GEMMs     per weight (w13: K = H, N = 2I; w2: K = I, N = H), units =
+//   GEMMs     per weight (w13: K = H, N = 2I; w2: K = K2 = w2_k(p), N = H), units =
 //             quads x blocks x k-blocks. Atomic: a persistent grid of
 //             min(occupancy x SMs, max units / kMinUnitsPerCta) CTAs; the
 //             kernel reads the real block count and splits the real units
@@ -19,7 +19,7 @@
 //             channelwise, int8).
 //   workspace [sorted_ids][expert_ids][num_post_pad][slot_expert][xg: act-order]
 //             [h: fp32 planes (splits13, slots, 2I)][y32 (T, H) | o: (splits2, slots, H)]
-//             [a: (slots, I) dtype], each 256-byte aligned; atomic mode zeroes
+//             [a: (slots, K2) dtype], each 256-byte aligned; atomic mode zeroes
 //             h and y32 (adjacent) in the align launch.
 //   launches  align -> w13 GEMM -> act -> w2 GEMM -> finalize, each with
 //             programmatic stream serialization on sm_90+ (every kernel waits
@@ -150,7 +150,7 @@ bool make_plan(const MoeProblem& p, int block_m, Plan* pl, std::string* err) {
   pl->gather = p.w13.perm != nullptr;
   pl->pdl = p.cc_major >= 9;
   if (!plan_gemm(p, p.w13, p.H, 2 * p.I, *pl, &pl->g13, err)) return false;
-  if (!plan_gemm(p, p.w2, p.I, p.H, *pl, &pl->g2, err)) return false;
+  if (!plan_gemm(p, p.w2, w2_k(p), p.H, *pl, &pl->g2, err)) return false;
 
   const size_t A = 256;
   size_t at = 0;
@@ -169,7 +169,7 @@ bool make_plan(const MoeProblem& p, int block_m, Plan* pl, std::string* err) {
                                            : static_cast<size_t>(p.T) * p.H * 4;
   pl->o_h = take(h_bytes);
   pl->o_out = take(out_bytes);  // right after h (2I * 4 bytes per row: a multiple of 256), zeroed with it
-  pl->o_a = take(static_cast<size_t>(pl->slots) * p.I * 2);
+  pl->o_a = take(static_cast<size_t>(pl->slots) * w2_k(p) * 2);  // a is w2's input: K2 wide (pad columns 0)
   pl->total = at;
   pl->zero_n = p.deterministic ? 0 : static_cast<long long>((pl->o_out + out_bytes - pl->o_h) / 16);
 
@@ -311,12 +311,15 @@ std::string can_implement(const MoeProblem& p, int block_m) {
   if (p.I <= 0 || p.I % 8 != 0) return "moe: I must be a positive multiple of 8, got I = " + str(p.I);
   std::string why = weight_reason("w13", p.w13, p.H, 2 * p.I, p.bits);
   if (!why.empty()) return why;
-  why = weight_reason("w2", p.w2, p.I, p.H, p.bits);
+  if (p.I_w2 != 0 && (p.I_w2 < p.I || p.w2.perm == nullptr))
+    return "moe: w2's packed K (I_w2 = " + str(p.I_w2) + ") may exceed I = " + str(p.I) +
+           " only for an act-order w2 (perm) in the padded layout, and never be smaller";
+  why = weight_reason("w2", p.w2, w2_k(p), p.H, p.bits);
   if (!why.empty()) return why;
   const long long slots = static_cast<long long>(p.T) * p.top_k;
   why = can_align(slots, p.E, block_m, p.cc_major);
   if (!why.empty()) return why;
-  if (slots * std::max(2 * p.I, p.H) > (1LL << 40))
+  if (slots * std::max(std::max(2 * p.I, w2_k(p)), p.H) > (1LL << 40))
     return "moe: T * top_k * max(2I, H) is too large for the intermediate buffers, got T * top_k = " + str(slots);
   if (p.sm_count <= 0 && p.cc_major != 0) return "moe: sm_count must be set, got sm_count = " + str(p.sm_count);
   return "";
@@ -423,9 +426,11 @@ std::string launch(const MoeProblem& p, int block_m, cudaStream_t stream) {
     acp.a = a;
     acp.num_slots = static_cast<int>(pl.slots);
     acp.I = p.I;
+    acp.K2 = w2_k(p);
     void* args[] = {&acp};
-    why = launch_kernel(act_fn(bf16, p.activation, p.w2.perm != nullptr), elem_grid(pl.slots * (p.I / 8), p.sm_count),
-                        kElemThreads, 0, pl.pdl, args, stream, "activation kernel");
+    why = launch_kernel(act_fn(bf16, p.activation, p.w2.perm != nullptr),
+                        elem_grid(pl.slots * (acp.K2 / 8), p.sm_count), kElemThreads, 0, pl.pdl, args, stream,
+                        "activation kernel");
     if (!why.empty()) return why;
   }
 

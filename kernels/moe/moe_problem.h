@@ -11,7 +11,10 @@
 // packed (E, N / 64, K / block_k, 512) int32, scales / zeros (E, K / group, N),
 // perm (E, K) int32 (act-order: row k of expert e's packed weight is input
 // feature perm[e, k]). A slot whose expert id is out of range, or maps to -1
-// through expert_map, contributes nothing.
+// through expert_map, contributes nothing. w2 may take the padded act-order
+// layout of a row-parallel shard (docs/FORMAT.md "Act-order shards"): K2 =
+// w2_k() >= I packed rows, perm (E, K2) with -1 (or any entry outside [0, I))
+// on pad rows, which meet a zero activation.
 #pragma once
 
 #include <cstddef>
@@ -66,7 +69,7 @@ struct MoeGroupedGemm {
 struct MoeProblem {
   const void* x = nullptr;             // (T, H) row-major, dtype
   MoeWeight w13;                       // K = H, N = 2I ([gate | up] along N)
-  MoeWeight w2;                        // K = I, N = H
+  MoeWeight w2;                        // K = w2_k(*this) (I, or K_pad), N = H
   const void* topk_weights = nullptr;  // (T, top_k) fp32 (weights_f32) or dtype
   const void* topk_ids = nullptr;      // (T, top_k) int32, or int64 (ids_int64)
   const int32_t* expert_map = nullptr;  // (map_len) global id -> local expert or -1, or nullptr
@@ -76,6 +79,7 @@ struct MoeProblem {
   int E = 0;          // local experts (the weights' leading axis)
   int map_len = 0;    // global experts when expert_map is set (ids are checked against it), else 0
   int H = 0, I = 0;
+  int I_w2 = 0;       // w2's packed K (padded act-order, needs w2.perm), 0 means I
   int bits = 4;
   DType dtype = DType::kBFloat16;
   bool weights_f32 = true;
@@ -93,5 +97,8 @@ struct MoeProblem {
   int sm_count = 0;
   int cc_major = 0, cc_minor = 0;
 };
+
+// w2's packed K: I, or K_pad >= I when w2 holds the padded act-order layout.
+constexpr int w2_k(const MoeProblem& p) { return p.I_w2 > 0 ? p.I_w2 : p.I; }
 
 }  // namespace swordfish

@@ -218,9 +218,17 @@ Tensor fused_moe(Tensor x, Tensor w13_packed, Tensor w13_scales, std::optional<T
            " columns but w2 produces N = ", w2_packed.size(1) * format::kBlockN, " (w2_packed shape ",
            shape_str(w2_packed), ")");
   const int64_t bk = format::block_k(static_cast<int>(bits));
-  SF_CHECK(w2_packed.size(2) * bk == I, op, "I mismatch: w13 produces 2I = ", N13, " (I = ", I,
-           ") but w2 consumes K = ", w2_packed.size(2) * bk, " (w2_packed shape ", shape_str(w2_packed), ")");
-  check_experts(op, "w2", w2_packed, w2_scales, w2_zeros, w2_perm, I, bits, group2, channelwise2, x);
+  // w2's packed K: I, or (padded act-order shard, w2_perm (E, K2) with -1 on pad rows) any K2 >= I.
+  const int64_t K2 = w2_packed.size(2) * bk;
+  if (w2_perm.has_value()) {
+    SF_CHECK(K2 >= I, op, "I mismatch: w13 produces 2I = ", N13, " (I = ", I, ") but act-order w2 packs K = ", K2,
+             " < I rows (w2_packed shape ", shape_str(w2_packed), ")");
+  } else {
+    SF_CHECK(K2 == I, op, "I mismatch: w13 produces 2I = ", N13, " (I = ", I, ") but w2 consumes K = ", K2,
+             " (w2_packed shape ", shape_str(w2_packed), "); only an act-order w2 (w2_perm) may pack more rows");
+  }
+  SF_CHECK(fits_int(K2), op, "w2's packed K is too large, got K = ", K2);
+  check_experts(op, "w2", w2_packed, w2_scales, w2_zeros, w2_perm, K2, bits, group2, channelwise2, x);
   check_ids(op, topk_ids);
   check_same_device(op, "topk_ids", topk_ids, "x", x);
   SF_CHECK(topk_ids.size(0) == T, op, "topk_ids must have one row per token (T = ", T, "), got shape ",
@@ -251,6 +259,7 @@ Tensor fused_moe(Tensor x, Tensor w13_packed, Tensor w13_scales, std::optional<T
   p.expert_map = expert_map.has_value() ? static_cast<const int32_t*>(expert_map->data_ptr()) : nullptr;
   p.H = static_cast<int>(H);
   p.I = static_cast<int>(I);
+  p.I_w2 = K2 == I ? 0 : static_cast<int>(K2);
   p.bits = static_cast<int>(bits);
   p.dtype = dtype;
   p.weights_f32 = topk_weights.scalar_type() == ScalarType::Float;

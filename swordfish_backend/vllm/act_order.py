@@ -28,8 +28,9 @@ kernel at all.
 
 MoE layers of these checkpoints never reach the configs' get_quant_method:
 patch P4 hands them to moe_method.choose, which serves act-order experts
-(per-expert g_idx [E, K]) when the experts are not row-parallel sharded and
-raises otherwise; the guards below only name that route if it is missing.
+(per-expert g_idx [E, K]), a row-parallel w2 shard in the padded act-order
+layout as above (its g_idx rows sliced per rank, its scales loaded whole);
+the guards below only name that route if it is missing.
 
 GPTQ checkpoints' ``.g_idx`` tensors: vLLM 0.33 drops them while loading
 (``QuantizationConfig.get_checkpoint_weight_mapper``); ``swordfish_gptq``

@@ -16,7 +16,10 @@ checkpoint's layout and filled by vLLM's ``RoutedExperts.weight_loader``
 (w1 / w3 into w13, w2, per-expert shards, tensor-parallel slicing). Their
 ``__init__`` (which runs vLLM's WNA16 backend oracle) is not called.
 Act-order layers add ``g_idx`` parameters ([E, K] per GEMM) with their own
-loader (vLLM 0.33's loader has no g_idx case).
+loader (vLLM 0.33's loader has no g_idx case). Under tensor parallelism the
+w2 g_idx loader takes this rank's rows and w2's scales (and zero points) are
+loaded whole: each rank's w2 is packed in the padded act-order layout
+(docs/FORMAT.md "Act-order shards", issue #36).
 
 ``process_weights_after_loading`` builds ``sf.QuantizedExperts`` from the
 loaded tensors on their device (which prepacks there), replaces the
@@ -160,6 +163,8 @@ class _SwordfishMoEMethod:
     # names of the checkpoint-layout parameters of (w13, w2) for _experts_from_layer; deleted after prepack
     checkpoint_params: tuple[str, ...]
     g_idx_names: tuple[str, str]
+    # w2's per-group parameters and their group axis: an act-order row-parallel shard loads them whole
+    w2_group_params: tuple[tuple[str, int], ...] = ()
 
     @property
     def method_name(self) -> str:
@@ -167,16 +172,40 @@ class _SwordfishMoEMethod:
 
     # ------------------------------------------------------------- weights
 
+    def _w2_row_shard(self) -> tuple[int, int] | None:
+        """(rank, ranks) when w2 is a row-parallel shard of act-order experts (tensor parallel, no expert
+        parallelism), else None: its g_idx rows are this rank's, its scales the whole layer's."""
+        pc = self.moe.moe_parallel_config
+        return (pc.tp_rank, pc.tp_size) if self.act_order and pc.tp_size > 1 else None
+
     def _create_g_idx(self, layer: torch.nn.Module, num_experts: int, hidden_size: int,
                       intermediate_size_per_partition: int) -> None:
         if not self.keeps_g_idx:
             return
-        for name, K in zip(self.g_idx_names, (hidden_size, intermediate_size_per_partition)):
+        shard = self._w2_row_shard()
+        for name, K, rows in zip(self.g_idx_names, (hidden_size, intermediate_size_per_partition), (None, shard)):
             shape = (num_experts, K) if self.act_order else (0,)  # not act-order: accepted and dropped
             param = torch.nn.Parameter(torch.empty(shape, dtype=torch.int32), requires_grad=False)
-            param.weight_loader = _g_idx_loader(layer, self.act_order)
+            param.weight_loader = _g_idx_loader(layer, self.act_order, rows)
             layer.register_parameter(name, param)
         layer._swordfish_g_idx_loaded = {}
+        if shard is not None:
+            self._load_w2_groups_whole(layer, intermediate_size_per_partition * shard[1])
+
+    def _load_w2_groups_whole(self, layer: torch.nn.Module, intermediate_size: int) -> None:
+        """Re-register w2's per-group parameters with the whole layer's groups and a loader that keeps them
+        whole: a row-parallel act-order shard's rows belong to any group (the padded layout, issue #36)."""
+        groups = intermediate_size // self.group_size
+        for name, axis in self.w2_group_params:
+            old = getattr(layer, name, None)
+            if old is None:
+                continue
+            shape = list(old.shape)
+            shape[axis] = groups
+            param = torch.nn.Parameter(torch.empty(shape, dtype=old.dtype, device=old.device), requires_grad=False)
+            param.weight_loader = _whole_loader(layer)
+            delattr(layer, name)
+            layer.register_parameter(name, param)
 
     def _g_idx(self, layer: torch.nn.Module, name: str) -> torch.Tensor | None:
         if not self.act_order:
@@ -254,13 +283,33 @@ def _register(layer: torch.nn.Module, prefix: str, w: sf.QuantizedExperts) -> sf
     perm = param(f"{prefix}_swordfish_perm", w.perm)
     return sf.QuantizedExperts(source=None, packed=packed, scales=scales, zeros=zeros, perm=perm, bits=w.bits,
                                group_size=w.group_size, in_features=w.in_features, out_features=w.out_features,
-                               dtype=w.dtype)
+                               dtype=w.dtype, padded_k=w.padded_k)
 
 
-def _g_idx_loader(layer: torch.nn.Module, act_order: bool) -> Callable:
-    """Loader of a w13 / w2 g_idx parameter: the expert's whole row order (tensor parallelism never shards an
-    act-order layer here: choose() refuses a row-parallel w2). w1 and w3 share their input, so their g_idx
-    must agree."""
+def _whole_loader(layer: torch.nn.Module) -> Callable:
+    """Loader of a w2 scale / zero-point parameter of an act-order row-parallel shard: the expert's whole
+    tensor, unsliced (its rows may belong to any group)."""
+
+    def weight_loader(param, loaded_weight, weight_name, shard_id, expert_id, return_success=False):
+        local = layer._map_global_expert_id_to_local_expert_id(expert_id)
+        if local == -1:
+            return False if return_success else None
+        row = param.data[local]
+        if loaded_weight.shape != row.shape:
+            raise ValueError(f"MoE layer {layer.layer_name}: {weight_name.rsplit('.', 1)[-1]} of expert {expert_id} "
+                             f"has shape {tuple(loaded_weight.shape)}, expected the whole layer's {tuple(row.shape)} "
+                             "(an act-order w2 shard keeps every group)")
+        row.copy_(loaded_weight.to(device=row.device, dtype=row.dtype))
+        return True if return_success else None
+
+    weight_loader.supports_moe_loading = True
+    return weight_loader
+
+
+def _g_idx_loader(layer: torch.nn.Module, act_order: bool, rows: tuple[int, int] | None = None) -> Callable:
+    """Loader of a w13 / w2 g_idx parameter: the expert's whole row order, or with ``rows`` = (rank, ranks)
+    (w2, row-parallel) this rank's contiguous slice of it. w1 and w3 share their input, so their g_idx must
+    agree."""
 
     def weight_loader(param, loaded_weight, weight_name, shard_id, expert_id, return_success=False):
         if not act_order:  # desc_act off for this layer: groups are contiguous, the order is not needed
@@ -270,6 +319,8 @@ def _g_idx_loader(layer: torch.nn.Module, act_order: bool) -> Callable:
             return False if return_success else None
         name = weight_name.rsplit(".", 1)[-1]
         row = param.data[local]
+        if rows is not None and loaded_weight.dim() == 1 and loaded_weight.shape[0] == row.shape[0] * rows[1]:
+            loaded_weight = loaded_weight.narrow(0, rows[0] * row.shape[0], row.shape[0])  # this rank's rows
         if loaded_weight.shape != row.shape:
             raise ValueError(f"MoE layer {layer.layer_name}: {name} of expert {expert_id} ({shard_id}) has shape "
                              f"{tuple(loaded_weight.shape)}, expected {tuple(row.shape)}")
@@ -292,6 +343,7 @@ class SwordfishGPTQMoEMethod(_SwordfishMoEMethod, AutoGPTQMoEMethod):
 
     checkpoint_params = ("w13_qweight", "w13_scales", "w13_qzeros", "w2_qweight", "w2_scales", "w2_qzeros")
     g_idx_names = ("w13_g_idx", "w2_g_idx")
+    w2_group_params = (("w2_scales", 1),)  # (E, I / group, H); symmetric GPTQ's qzeros are not read
 
     def __init__(self, quant_config: AutoGPTQConfig, moe: FusedMoEConfig, *, act_order: bool,
                  keeps_g_idx: bool) -> None:
@@ -348,6 +400,7 @@ class SwordfishCompressedTensorsMoEMethod(_SwordfishMoEMethod, CompressedTensors
     checkpoint_params = ("w13_weight_packed", "w13_weight_scale", "w13_weight_zero_point", "w13_weight_shape",
                          "w2_weight_packed", "w2_weight_scale", "w2_weight_zero_point", "w2_weight_shape")
     g_idx_names = ("w13_weight_g_idx", "w2_weight_g_idx")
+    w2_group_params = (("w2_weight_scale", 2), ("w2_weight_zero_point", 2))  # (E, H[/pack], I / group)
 
     def __init__(self, weight_quant, input_quant, moe: FusedMoEConfig, *, act_order: bool) -> None:
         # not CompressedTensorsWNA16MoEMethod.__init__: it runs vLLM's backend oracle. These are the attributes
@@ -490,10 +543,7 @@ def layer_reason(plan: Plan, moe_config: FusedMoEConfig) -> str | None:
     if plan.reason is not None:
         return plan.reason
     pc = moe_config.moe_parallel_config
-    if plan.act_order and pc.tp_size > 1:
-        return (f"act-order w2 across {pc.tp_size} row-parallel tensor-parallel shards: each shard holds rows of "
-                "every quantization group; the linear layers serve that in a padded layout (issue #36), the fused "
-                "MoE does not yet")
+    # act-order w2 across row-parallel shards: served in the padded act-order layout per rank (issue #36)
     if not moe_config.activation.is_gated or moe_config.activation.value not in selection.MOE_ACTIVATIONS:
         return (f"activation {moe_config.activation.value} (Swordfish's fused MoE computes "
                 f"{' / '.join(a + '_and_mul' for a in selection.MOE_ACTIVATIONS)})")
@@ -565,9 +615,8 @@ def choose(layer: torch.nn.Module, prefix: str, quant_config, moe_config: FusedM
         if plan.swordfish_only is not None:
             raise ValueError(
                 f"MoE layer {prefix or '<unnamed>'}: {plan.swordfish_only} need Swordfish, which cannot serve them: "
-                f"{reason}. vLLM 0.33 has no act-order MoE kernel to fall back to. Run the experts unsharded "
-                "(tensor_parallel_size=1, or --enable-expert-parallel), or use a checkpoint quantized without group "
-                "activation ordering (GPTQ desc_act=false / compressed-tensors actorder 'weight').")
+                f"{reason}. vLLM 0.33 has no act-order MoE kernel to fall back to. Use a checkpoint quantized "
+                "without group activation ordering (GPTQ desc_act=false / compressed-tensors actorder 'weight').")
     else:
         reason = plan
     if forced:
