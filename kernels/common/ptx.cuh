@@ -242,6 +242,23 @@ SF_DEVICE float cvt_f32_f16(uint16_t h) {
   return f;
 }
 
+// One 16-bit activation value (bf16 or f16 bit pattern) -> fp32.
+template <bool BF16>
+SF_DEVICE float to_f32(uint16_t v) {
+  if constexpr (BF16) {
+    return __uint_as_float(static_cast<uint32_t>(v) << 16);
+  } else {
+    return cvt_f32_f16(v);
+  }
+}
+
+// fp32 -> one 16-bit value (bf16 or f16 bit pattern), round to nearest.
+template <bool BF16>
+SF_DEVICE uint16_t from_f32(float v) {
+  const uint32_t pair = BF16 ? cvt_pack_bf16x2(v, 0.f) : cvt_pack_f16x2(v, 0.f);
+  return static_cast<uint16_t>(pair & 0xffffu);
+}
+
 // ---------------------------------------------------------------- global atomics
 
 // Packed-pair reduction into global memory without a return value (RED): the

@@ -40,16 +40,7 @@ namespace decode {
 
 namespace detail {
 
-SF_DEVICE float bf16_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-
-template <bool BF16>
-SF_DEVICE float to_f32(uint16_t h) {
-  if constexpr (BF16) {
-    return bf16_to_f32(h);
-  } else {
-    return ptx::cvt_f32_f16(h);
-  }
-}
+using ptx::to_f32;  // kernels/common/ptx.cuh
 
 template <bool BF16>
 SF_DEVICE uint32_t pack(float lo, float hi) {

@@ -212,20 +212,8 @@ static_assert(transform_stores_cover_and_are_conflict_free<4>() && transform_sto
 
 // ---------------------------------------------------------------- small helpers
 
-template <bool BF16>
-SF_DEVICE float to_f32(uint16_t v) {
-  if constexpr (BF16) {
-    return __uint_as_float(static_cast<uint32_t>(v) << 16);
-  } else {
-    return ptx::cvt_f32_f16(v);
-  }
-}
-
-template <bool BF16>
-SF_DEVICE uint16_t from_f32(float v) {
-  const uint32_t pair = BF16 ? ptx::cvt_pack_bf16x2(v, 0.f) : ptx::cvt_pack_f16x2(v, 0.f);
-  return static_cast<uint16_t>(pair & 0xffffu);
-}
+using ptx::from_f32;  // kernels/common/ptx.cuh
+using ptx::to_f32;
 
 // Every pipeline wait of the kernel: a hang of the never-run 2-SM wiring becomes, after
 // kWatchdogCycles (about 35 s at 1.9 GHz; no legitimate wait comes near it, even under

@@ -190,20 +190,8 @@ SF_DEVICE void gmma(const uint32_t (&a)[4], uint64_t desc, float* d, bool accumu
   A::fma(a[0], a[1], a[2], a[3], desc, d[I]..., accumulate ? cute::SM90::GMMA::ScaleOut::One : cute::SM90::GMMA::ScaleOut::Zero);
 }
 
-template <bool BF16>
-SF_DEVICE float to_f32(uint16_t v) {
-  if constexpr (BF16) {
-    return __uint_as_float(static_cast<uint32_t>(v) << 16);
-  } else {
-    return ptx::cvt_f32_f16(v);
-  }
-}
-
-template <bool BF16>
-SF_DEVICE uint16_t from_f32(float v) {
-  const uint32_t pair = BF16 ? ptx::cvt_pack_bf16x2(v, 0.f) : ptx::cvt_pack_f16x2(v, 0.f);
-  return static_cast<uint16_t>(pair & 0xffffu);
-}
+using ptx::from_f32;  // kernels/common/ptx.cuh
+using ptx::to_f32;
 
 // Byte offset of element (token, n) in a (BT, 64) 16-bit epilogue staging tile
 // laid out as TMA's 128-byte swizzle stores it: 16-byte chunk n / 8 of row
