@@ -116,7 +116,7 @@ def test_op_checks_input_width():
 def test_sanitize_small_shard(bits, zp, path):
     """A small shard (K_s = 160, odd rows per group) with a bad perm entry on top: pad rows (-1) and the bad
     entry gather zeros and are never written; memcheck watches every access."""
-    layer = Layer(K=640, N=192, bits=bits, group=32, zp=zp, dtype=torch.float16, seed=2)
+    layer = Layer(K=640, N=256, bits=bits, group=32, zp=zp, dtype=torch.float16, seed=2)
     w = layer.weight(slice(160, 320)).to("cuda")
     for M in (3, 67):
         x = torch.randn(M, w.in_features, device="cuda").half()

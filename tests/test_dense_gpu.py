@@ -71,7 +71,7 @@ def make_weight(bits, K, N, group, dtype, zeros=False, act_order=False, seed=0, 
     w = types.SimpleNamespace(
         in_features=K, out_features=N, bits=bits, scale_group=scale_group, dtype=dtype,
         packed=packed.to(DEV), scales=scales.to(DEV), zeros=None if zs is None else zs.to(DEV),
-        perm=None if perm is None else perm.to(DEV), channelwise=channelwise)
+        perm=None if perm is None else perm.to(DEV), channelwise=channelwise, packed_k=K)
     return w
 
 

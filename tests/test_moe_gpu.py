@@ -243,7 +243,10 @@ def test_expert_map_and_out_of_range_slots(T):
             y = run_case(x, l13, l2, wts, ids, path, expert_map=emap)
             if path == "auto":
                 total += y.float()
-    assert moe.output_error(total, full, H=256, I=128, top_k=4) <= 2  # two roundings of the output
+    # each rank passed its own elementwise bound in run_case; where the ranks' halves cancel, an element of
+    # the sum can exceed the elementwise bound taken from the sum's smaller |ref|: the sum gets the norm bound
+    u = 2.0 ** -8
+    assert float((total - full).norm()) <= 4 * u * 2 * float(full.norm())  # two ranks' output roundings
     bad = ids.clone()
     bad[:, -1] = E + 5  # out of range: left out
     zeroed = wts.clone()

@@ -445,14 +445,16 @@ def test_cuda_graph_replay(T, k, E, det):
 
 def test_dispatch_surface():
     dev = torch.cuda.current_device()
-    assert torch.ops.swordfish.moe_path_names() == "fused"
-    for T in (1, 16, 256, 4096):
-        assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev) == PATH_FUSED
+    assert torch.ops.swordfish.moe_path_names() == "fused,dense"
+    # bf16, top-8 of 128 experts: the dense path from 128 routed tokens per expert (moe_sm90.hpp), T = 2048
+    for T, path in ((1, PATH_FUSED), (16, PATH_FUSED), (256, PATH_FUSED), (4096, PATH_DENSE)):
+        assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev) == path, T
     w13, w2 = layer(8)
     x = xin(4, torch.bfloat16)
     ids, weights = routing(4, 2, 8)
-    with pytest.raises((ValueError, RuntimeError), match="dense MoE path"):
-        fused(x, w13, w2, weights, ids, path=PATH_DENSE)
+    y = fused(x, w13, w2, weights, ids, path=PATH_DENSE)  # forced: runs at any token count
+    assert torch.ops.swordfish.last_moe_path(dev) == PATH_DENSE
+    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, "dense")
     with pytest.raises((ValueError, RuntimeError), match="path must be"):
         fused(x, w13, w2, weights, ids, path=7)
     with pytest.raises((ValueError, RuntimeError), match="k mismatch"):
