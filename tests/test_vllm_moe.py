@@ -489,16 +489,19 @@ def method_of(model, qcfg, backend, dtype=torch.float16, **kw):
 
 
 def test_moe_auto_table():
-    # auto nowhere until the fused-MoE kernels pass their GPU tests (RESULTS.md [moe]); then sm10x / sm11x
-    assert selection.MOE_AUTO_SELECT == {9: False, 10: False, 11: False}
-    for cap in ((9, 0), (10, 0), (11, 0), (12, 0)):
-        reason = selection.moe_auto_select_reason(cap)
-        assert "no architecture yet" in reason and "--moe-backend swordfish" in reason, cap
-    assert selection.moe_auto_archs() == ""
+    # auto on Blackwell since the MoE kernels passed their GPU tests (RESULTS.md [moe]); Hopper opt-in until measured
+    assert selection.MOE_AUTO_SELECT == {9: False, 10: True, 11: True}
+    for cap in ((10, 0), (10, 3), (11, 0)):
+        assert selection.moe_auto_select_reason(cap) is None, cap
+    reason = selection.moe_auto_select_reason((9, 0))
+    assert "opt-in" in reason and "--moe-backend swordfish" in reason
+    assert "not an auto-selected architecture" in selection.moe_auto_select_reason((12, 0))
+    assert "unknown" in selection.moe_auto_select_reason(None)
+    assert selection.moe_auto_archs() == selection.auto_archs()
 
 
 @pytest.mark.parametrize("capability, backend, swordfish", [
-    ((10, 0), "auto", False), ((11, 0), "auto", False), ((9, 0), "auto", False), ((9, 0), "swordfish", True),
+    ((10, 0), "auto", True), ((11, 0), "auto", True), ((9, 0), "auto", False), ((9, 0), "swordfish", True),
     ((10, 0), "swordfish", True), ((11, 0), "swordfish", True),
     ((10, 0), "marlin", False),
 ])

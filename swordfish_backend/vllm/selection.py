@@ -38,12 +38,13 @@ DEFAULT_CUDA_ARCHS = ("90a", "100a", "110a")
 AUTO_SELECT = {9: False, 10: True, 11: True}
 
 # With --moe-backend auto, may vLLM pick Swordfish's fused MoE on this major
-# capability? Nowhere yet: the fused-MoE kernels have not passed their GPU
-# tests (benchmarks/RESULTS.md [moe]); then Blackwell first, Hopper once
-# measurements show them faster than vLLM's Marlin MoE. Opt in with
-# --moe-backend swordfish. The linear table above is separate: the two
-# decisions are measured separately.
-MOE_AUTO_SELECT = {9: False, 10: False, 11: False}
+# capability? Blackwell (sm100 / sm110): yes, since the MoE kernels passed
+# their GPU tests (H100, benchmarks/RESULTS.md [moe]; the same mma.sync code
+# is compiled for sm_100a / sm_110a). Hopper (sm90): off until measurements
+# show them faster than vLLM's Marlin MoE; opt in with --moe-backend
+# swordfish. The linear table above is separate: the two decisions are
+# measured separately.
+MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
 
 # Gated activations the fused-MoE op computes on the gate half (the op's own
 # list; vLLM's MoEActivation values use the same names).
