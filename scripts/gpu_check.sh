@@ -10,7 +10,8 @@
 #             and its _C_build.json (VARIANT=NAME: prebuilt/NAME/ instead). Carry ["prebuilt"].
 #   build     build here: install carried .whl/*.whl, then pip install -e . (SWORDFISH_CUDA_ARCHS, default 90a).
 #   probe     scripts/probe_op_errors.py: argument errors inside the ops reach Python as exceptions.
-#   test      pytest -v tests (PYTEST_ARGS; -n 16 where pytest-xdist is installed; --durations=30).
+#   test      pytest -v tests (TEST_PATHS instead of tests; PYTEST_ARGS; -n 16 where pytest-xdist is installed;
+#             --durations=30).
 #             The *_ARGS and CMD knobs are read by bash, so quoting inside them works:
 #             PYTEST_ARGS='-k "gather or act_order"'.
 #   check     swordfish check --require-gpu (CHECK_ARGS).
@@ -114,7 +115,7 @@ if has_stage test; then
   # One CPU thread per worker: 16 workers x torch's 16 OpenMP threads left the CPU-side act-order tests (fp64
   # reference matmuls) stalled for minutes on the 16 cores (the f2c915b run, RESULTS.md [gpu-suite]).
   # -v: a line per finished test, so a run cut off by its limit still names what passed and failed.
-  stage tests "${TEST_TIMEOUT:-560}" bash -c "OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} $PY -m pytest -v -p no:cacheprovider $workers tests -rf --durations=30 ${PYTEST_ARGS:-}"
+  stage tests "${TEST_TIMEOUT:-560}" bash -c "OMP_NUM_THREADS=\${OMP_NUM_THREADS:-1} $PY -m pytest -v -p no:cacheprovider $workers ${TEST_PATHS:-tests} -rf --durations=30 ${PYTEST_ARGS:-}"
 fi
 has_stage check && stage check "${CHECK_TIMEOUT:-120}" bash -c "$PY -m swordfish_backend check --require-gpu ${CHECK_ARGS:-}"
 if has_stage bench; then
