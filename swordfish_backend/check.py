@@ -206,12 +206,14 @@ def dispatch_segments(select, m_max: int = SCAN_MAX) -> list[tuple[int, int | No
 
 
 def weight_selector(w, device_index: int):
-    """select(M) for weight `w` on that device, through ops.select_path (the packed K: what the tables read)."""
+    """select(M) for weight `w` on that device, through ops.select_path (the packed K the tables read, and the
+    input width: under the padded act-order layout it moves the dense crossover)."""
     from . import format as sffmt
 
     args = (w.packed_k, w.out_features, w.bits, w.scale_group, w.group_size == sffmt.CHANNELWISE,
             w.zeros is not None, w.perm is not None, ops.DTYPE_CODES[w.dtype], device_index)
-    return lambda M: ops.select_path(M, *args)
+    K_in = w.in_features if w.padded_k is not None else 0  # noqa: N806
+    return lambda M: ops.select_path(M, *args, K_in)
 
 
 def boundary_ms(segments) -> list[int]:

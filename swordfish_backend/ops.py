@@ -246,11 +246,14 @@ def select_path(
     act_order: bool,
     dtype: int,
     device_index: int,
+    K_in: int = 0,
 ) -> int:
-    """The path (PATH_DECODE, PATH_DENSE, PATH_PREFILL) the dispatcher would pick for this problem."""
+    """The path (PATH_DECODE, PATH_DENSE, PATH_PREFILL) the dispatcher would pick for this problem.
+
+    K is the packed K; K_in the input width under the padded act-order layout (0: K)."""
     _require("select_path")
     return torch.ops.swordfish.select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype,
-                                           device_index)
+                                           device_index, K_in)
 
 
 def can_implement(
@@ -265,6 +268,7 @@ def can_implement(
     dtype: int,
     path: int,
     device_index: int,
+    K_in: int = 0,
 ) -> str:
     """"" when gemm with these arguments could run ``path`` (PATH_AUTO: the one select_path picks) on
     that CUDA device, else the reason gemm would give: the C++ predicate itself (the op layer's shape
@@ -272,7 +276,7 @@ def can_implement(
     path code out of range."""
     _require("can_implement")
     return torch.ops.swordfish.can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path,
-                                             device_index)
+                                             device_index, K_in)
 
 
 def last_path(device_index: int) -> int:

@@ -90,6 +90,29 @@ def test_all_reduce_of_shards_is_the_layer(tp):
         assert rel < 1e-2, f"M={M}: {rel:.2e}"
 
 
+def test_auto_follows_select_path_with_the_input_width():
+    """The dense crossover of a padded shard is the unpadded act-order layer's times K_in / K (heuristics.hpp
+    padded_dense_from); auto runs what select_path(..., K_in) predicts on both sides of it."""
+    layer = Layer(K=4096, N=256, bits=4, group=128, dtype=torch.bfloat16, seed=5)
+    w = layer.weight(list(layer.shards(8))[0]).to("cuda")
+    dev = torch.cuda.current_device()
+    args = (w.packed_k, w.out_features, 4, w.scale_group, False, False, True, ops.DTYPE_CODES[torch.bfloat16], dev)
+
+    def dense_from(k_in):
+        return next(M for M in range(1, 20000) if ops.select_path(M, *args, k_in) == ops.PATH_DENSE)
+
+    m1 = dense_from(w.in_features)
+    assert m1 == -(-dense_from(0) * w.in_features // w.packed_k) and w.in_features < w.packed_k
+    gen = torch.Generator().manual_seed(5)
+    for M in (m1 - 1, m1):
+        x = torch.randn(M, w.in_features, generator=gen).to(layer.dtype).cuda()
+        poison(M * w.out_features, x.dtype)
+        y = sf.matmul(x, w)
+        assert ops.last_path(dev) == ops.select_path(M, *args, w.in_features), f"M={M}"
+        check(y, reference.matmul(x, w), f"auto M={M}")
+    assert ops.last_path(dev) == ops.PATH_DENSE
+
+
 def test_opcheck_padded_layout():
     """gemm and dequantize with x / the output narrower than the packed K: schema, fake and real agree."""
     layer = Layer(K=1024, N=128, bits=4, group=64, zp=True, dtype=torch.bfloat16, seed=6)

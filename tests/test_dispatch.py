@@ -45,12 +45,13 @@ class Tables:
     def choose_many(self, queries) -> list[int]:
         lines = []
         for q in queries:
-            cc, sms, M, K, N, bits, act, dec, den, pre = q
-            lines.append(f"choose {cc[0]} {cc[1]} {sms} {M} {K} {N} {bits} {int(act)} {int(dec)} {int(den)} {int(pre)}")
+            cc, sms, M, K, N, bits, act, dec, den, pre, *k_in = q
+            lines.append(f"choose {cc[0]} {cc[1]} {sms} {M} {K} {N} {bits} {int(act)} {int(dec)} {int(den)} {int(pre)}"
+                         + "".join(f" {v}" for v in k_in))
         return [int(v) for v in self.ask(lines)]
 
-    def choose(self, cc, sms, M, K, N, bits, act=False, decode=True, dense=True, prefill=False) -> int:
-        return self.choose_many([(cc, sms, M, K, N, bits, act, decode, dense, prefill)])[0]
+    def choose(self, cc, sms, M, K, N, bits, act=False, decode=True, dense=True, prefill=False, k_in=0) -> int:
+        return self.choose_many([(cc, sms, M, K, N, bits, act, decode, dense, prefill, k_in)])[0]
 
     def table(self, cc) -> dict:
         name, values = self.ask([f"table {cc[0]} {cc[1]}"])[0].split("|")
@@ -321,6 +322,27 @@ def test_table_comments_point_at_results_entries(header, least):
     results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     missing = sorted(t for t in tags if f"| [{t}] |" not in results)
     assert not missing, f"{header} names RESULTS.md entries that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("cc, sms", [(SM90, H200_SMS), (SM100, B200_SMS)])
+@pytest.mark.parametrize("prefill", [True, False])
+def test_padded_act_order_shards_go_dense_earlier_by_their_padding(tables, cc, sms, prefill):
+    """The padded act-order layout (K_in input features in K >= K_in packed rows): decode and prefill work on K
+    rows, the dense tier's GEMM on K_in, so the dense crossover is the unpadded one times K_in / K, rounded up."""
+    def first_dense(K, N, k_in):
+        Ms = range(1, 16400)
+        paths = tables.choose_many([(cc, sms, M, K, N, 4, True, True, True, prefill, k_in) for M in Ms])
+        return next(M for M, path in zip(Ms, paths) if path == DENSE)
+
+    for K_in, K, N in ((4096, 5120, 8192), (1024, 2048, 8192), (3584, 4608, 4096)):
+        m0 = first_dense(K, N, 0)
+        m1 = -(-m0 * K_in // K)
+        assert first_dense(K, N, K_in) == m1, (K_in, K, N)
+        assert tables.choose(cc, sms, m1, K, N, 4, act=True, prefill=prefill, k_in=K_in) == DENSE, (K_in, K, N)
+        assert tables.choose(cc, sms, m1 - 1, K, N, 4, act=True, prefill=prefill, k_in=K_in) != DENSE, (K_in, K, N)
+        # K_in == K (an unpadded act-order weight) and a weight without act-order keep the table's value
+        assert tables.choose(cc, sms, m0 - 1, K, N, 4, act=True, prefill=prefill, k_in=K) != DENSE
+        assert tables.choose(cc, sms, m0, K, N, 4, act=True, prefill=prefill, k_in=K) == DENSE
 
 
 def test_sm90_without_prefill_int8_and_act_order_go_dense_no_later_than_int4(tables):

@@ -29,9 +29,9 @@ SCHEMAS = {
     "dequantize": "swordfish::dequantize(Tensor packed, Tensor scales, Tensor? zeros, Tensor? perm, int bits, "
                   "int group, bool channelwise, int K) -> Tensor",
     "select_path": "swordfish::select_path(int M, int K, int N, int bits, int group, bool channelwise, "
-                   "bool has_zeros, bool act_order, int dtype, int device_index) -> int",
+                   "bool has_zeros, bool act_order, int dtype, int device_index, int K_in=0) -> int",
     "can_implement": "swordfish::can_implement(int M, int K, int N, int bits, int group, bool channelwise, "
-                     "bool has_zeros, bool act_order, int dtype, int path, int device_index) -> str",
+                     "bool has_zeros, bool act_order, int dtype, int path, int device_index, int K_in=0) -> str",
     "last_path": "swordfish::last_path(int device_index) -> int",
 }
 
@@ -116,7 +116,7 @@ def test_path_names_fallback_matches_problem_h(tmp_path):
 def test_wrappers_follow_schema_order():
     for name, schema in SCHEMAS.items():
         args = schema.split("(", 1)[1].split(")", 1)[0]
-        schema_names = [a.split()[-1] for a in args.split(",") if a.strip()]
+        schema_names = [a.split()[-1].split("=")[0] for a in args.split(",") if a.strip()]
         wrapper_names = list(inspect.signature(getattr(ops, name)).parameters)
         assert wrapper_names == schema_names, name
 

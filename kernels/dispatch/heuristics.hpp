@@ -85,8 +85,19 @@ struct Table {
   double min_balance = 0.0;
 };
 
-// Cost keys read the packed K (what the kernels stream, K_pad under the padded act-order layout), never K_in.
+// Cost keys read the packed K (what the kernels stream, K_pad under the padded act-order layout); K_in only
+// scales the dense crossover (padded_dense_from).
 constexpr bool k_heavy(const GemmProblem& p) { return static_cast<long long>(p.K) >= 2LL * p.N; }
+
+// The padded act-order layout (K_in < K packed rows): decode and prefill stream and compute all K rows, the
+// dense tier's GEMM only K_in, so the dense crossover moves down by K_in / K (first principles, not measured:
+// RESULTS.md [act-order-tp]). 1 at the least; kNever stays.
+constexpr int padded_dense_from(int m, const GemmProblem& p) {
+  const long long k_in = input_width(p);
+  if (m == kNever || p.perm == nullptr || k_in >= p.K) return m;
+  const long long scaled = (static_cast<long long>(m) * k_in + p.K - 1) / p.K;
+  return scaled < 1 ? 1 : static_cast<int>(scaled);
+}
 
 // The dense threshold that applies to p under `d` (small_kn: the table's small-layer bound).
 constexpr int dense_from(const DenseFrom& d, const GemmProblem& p, long long small_kn) {
@@ -98,7 +109,7 @@ constexpr int dense_from(const DenseFrom& d, const GemmProblem& p, long long sma
     const int act = large && d.act_order_large != kSame ? d.act_order_large : d.act_order;
     if (act < m) m = act;
   }
-  return m;
+  return padded_dense_from(m, p);
 }
 
 // The largest M decode keeps against prefill for p's bit width and layer size.

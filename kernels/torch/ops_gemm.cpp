@@ -247,12 +247,14 @@ Tensor dequantize(Tensor packed, Tensor scales, std::optional<Tensor> zeros, std
 }
 
 // The problem select_path and can_implement ask about: shapes and flags, with
-// stand-ins for zeros and perm, on device_index.
+// stand-ins for zeros and perm, on device_index. K_in: x's width (0: K).
 GemmProblem stand_in_problem(const char* op, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group,
-                             bool channelwise, bool has_zeros, bool act_order, int64_t dtype, int64_t device_index) {
+                             bool channelwise, bool has_zeros, bool act_order, int64_t dtype, int64_t device_index,
+                             int64_t K_in) {
   GemmProblem p;
   p.M = static_cast<int>(M);
   p.K = static_cast<int>(K);
+  p.K_in = static_cast<int>(K_in);
   p.N = static_cast<int>(N);
   p.bits = static_cast<int>(bits);
   p.group = static_cast<int>(group);
@@ -268,32 +270,42 @@ void check_dtype_code(const char* op, int64_t dtype) {
   SF_CHECK(dtype == 0 || dtype == 1, op, "dtype must be 0 (float16) or 1 (bfloat16), got ", dtype);
 }
 
-// select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index) -> Path value
+// K_in of select_path / can_implement: 0 (x is K wide), or an act-order weight's input width 1 <= K_in <= K
+// (the padded act-order layout).
+void check_stand_in_width(const char* op, int64_t K_in, int64_t K, bool act_order) {
+  if (K_in != 0) check_input_width(op, "K_in", K_in, K, act_order);
+}
+
+// select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index, K_in=0) -> Path value
 int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise, bool has_zeros,
-                    bool act_order, int64_t dtype, int64_t device_index) {
+                    bool act_order, int64_t dtype, int64_t device_index, int64_t K_in) {
   constexpr const char* op = "select_path";
   check_geometry(op, M, K, N, bits, group, channelwise);
   check_dtype_code(op, dtype);
+  check_stand_in_width(op, K_in, K, act_order);
   const GemmProblem p =
-      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index);
+      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index, K_in);
   const Path chosen = dispatch::select(p);
   return static_cast<int64_t>(chosen);
 }
 
-// can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path, device_index) -> str:
+// can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path, device_index, K_in=0) -> str:
 // "" when gemm with these arguments could run `path` (auto: the path select_path picks) on that
 // device, else the reason gemm would give (the torch layer's shape rules, then the dispatcher's
 // and the path's can_implement). Raises only for arguments that name nothing: a dtype or path
 // code out of range, a device it cannot query.
 std::string can_implement(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise,
-                          bool has_zeros, bool act_order, int64_t dtype, int64_t path, int64_t device_index) {
+                          bool has_zeros, bool act_order, int64_t dtype, int64_t path, int64_t device_index,
+                          int64_t K_in) {
   constexpr const char* op = "can_implement";
   check_dtype_code(op, dtype);
   check_path(op, path);
   const std::string why = geometry_reason(M, K, N, bits, group, channelwise);
   if (!why.empty()) return why;
+  if (K_in < 0 || K_in > K)
+    return "K_in must lie in [0, K = " + std::to_string(K) + "] (0: K), got K_in = " + std::to_string(K_in);
   const GemmProblem p =
-      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index);
+      stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index, K_in);
   return dispatch::can_implement(p, static_cast<Path>(path));
 }
 
@@ -317,10 +329,10 @@ STABLE_TORCH_LIBRARY_FRAGMENT(swordfish, m) {
       "int K) -> Tensor");
   m.def(
       "select_path(int M, int K, int N, int bits, int group, bool channelwise, bool has_zeros, bool act_order, "
-      "int dtype, int device_index) -> int");
+      "int dtype, int device_index, int K_in=0) -> int");
   m.def(
       "can_implement(int M, int K, int N, int bits, int group, bool channelwise, bool has_zeros, bool act_order, "
-      "int dtype, int path, int device_index) -> str");
+      "int dtype, int path, int device_index, int K_in=0) -> str");
   m.def("last_path(int device_index) -> int");
 }
 

@@ -3,8 +3,8 @@
 // with kernels/prefill/prefill_plan.cpp for the prefill plan's balance).
 //
 // stdin, one query per line:
-//   choose CC_MAJOR CC_MINOR SM_COUNT M K N BITS ACT_ORDER DECODE_OK DENSE_OK PREFILL_OK
-//       -> the Path value heuristics::choose returns
+//   choose CC_MAJOR CC_MINOR SM_COUNT M K N BITS ACT_ORDER DECODE_OK DENSE_OK PREFILL_OK [K_IN]
+//       -> the Path value heuristics::choose returns (K_IN: x's width under the padded act-order layout)
 //   table CC_MAJOR CC_MINOR
 //       -> name|decode_max_m decode_underfill_max_m prefill_tile_n decode_k_heavy_max_m
 //          fused: int4 int4_k_heavy int8 int8_k_heavy act_order act_order_large int8_small
@@ -54,6 +54,8 @@ int main() {
         return 2;
       }
       p.perm = act ? &kPresent : nullptr;
+      int k_in = 0;
+      if (in >> k_in) p.K_in = k_in;
       Availability a;
       a.decode = dec != 0;
       a.dense = den != 0;
