@@ -493,7 +493,7 @@ def plot(doc: dict, path, *, title: str = "swordfish bench", note: str | None = 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed (pip install matplotlib, or swordfish-backend[bench]); no PNG written"
+        return "matplotlib is not installed (pip install matplotlib); no PNG written"
     rows = doc["rows"]
     cfg = doc["config"]
     layers = []

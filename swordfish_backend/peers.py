@@ -91,8 +91,8 @@ def _load_vllm() -> Source:
     try:
         import vllm
     except ImportError:
-        return Source(None, f"{NOT_INSTALLED} ({sys.executable}): install vllm==0.33.* beside swordfish-backend "
-                            "(pip install 'swordfish-backend[vllm]'), or pass --peers-from DIR with vLLM 0.33's "
+        return Source(None, f"{NOT_INSTALLED} ({sys.executable}): install vLLM 0.33 beside swordfish_backend "
+                            "(pip install 'vllm==0.33.*'), or pass --peers-from DIR with vLLM 0.33's "
                             "extension files")
     version = getattr(vllm, "__version__", "?")
     try:

@@ -52,7 +52,7 @@ def version_reason(version: str) -> str | None:
     lo, hi = TESTED_VLLM
     if not (lo <= tuple(release[:2]) < hi):
         return (f"vLLM {version} is outside the tested range [{'.'.join(map(str, lo))}, "
-                f"{'.'.join(map(str, hi))}); install swordfish-backend[vllm] for a tested pair")
+                f"{'.'.join(map(str, hi))}); install vllm==0.33.* (or this checkout's .[vllm] extra) for a tested pair")
     return None
 
 
