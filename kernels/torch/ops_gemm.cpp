@@ -270,19 +270,13 @@ void check_dtype_code(const char* op, int64_t dtype) {
   SF_CHECK(dtype == 0 || dtype == 1, op, "dtype must be 0 (float16) or 1 (bfloat16), got ", dtype);
 }
 
-// K_in of select_path / can_implement: 0 (x is K wide), or an act-order weight's input width 1 <= K_in <= K
-// (the padded act-order layout).
-void check_stand_in_width(const char* op, int64_t K_in, int64_t K, bool act_order) {
-  if (K_in != 0) check_input_width(op, "K_in", K_in, K, act_order);
-}
-
 // select_path(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index, K_in=0) -> Path value
 int64_t select_path(int64_t M, int64_t K, int64_t N, int64_t bits, int64_t group, bool channelwise, bool has_zeros,
                     bool act_order, int64_t dtype, int64_t device_index, int64_t K_in) {
   constexpr const char* op = "select_path";
   check_geometry(op, M, K, N, bits, group, channelwise);
   check_dtype_code(op, dtype);
-  check_stand_in_width(op, K_in, K, act_order);
+  if (K_in != 0) check_input_width(op, "K_in", K_in, K, act_order);  // 0: x is K wide
   const GemmProblem p =
       stand_in_problem(op, M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, device_index, K_in);
   const Path chosen = dispatch::select(p);
