@@ -272,8 +272,8 @@ def can_implement(
 ) -> str:
     """"" when gemm with these arguments could run ``path`` (PATH_AUTO: the one select_path picks) on
     that CUDA device, else the reason gemm would give: the C++ predicate itself (the op layer's shape
-    rules, then the dispatcher's and the path's can_implement). Raises ValueError only for a dtype or
-    path code out of range."""
+    rules, then the dispatcher's and the path's can_implement). K_in as for select_path. Raises
+    ValueError only for a dtype or path code out of range."""
     _require("can_implement")
     return torch.ops.swordfish.can_implement(M, K, N, bits, group, channelwise, has_zeros, act_order, dtype, path,
                                              device_index, K_in)
