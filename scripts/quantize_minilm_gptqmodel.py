@@ -80,6 +80,24 @@ def quantize(model, feed, v: dict) -> dict:
     return out
 
 
+def quantization_config(v: dict) -> dict:
+    """config.json's quantization_config for variant v, as GPTQModel 7.7 writes it (GPTQ or AWQ GEMM layout)."""
+    if v["layout"] == "gptq":
+        return {"quant_method": "gptq", "bits": v["bits"], "group_size": GROUP, "desc_act": v["desc_act"],
+                "sym": v["sym"], "lm_head": False, "checkpoint_format": "gptq", "pack_dtype": "int32",
+                "quantizer": ["gptqmodel:7.7.0"]}
+    return {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm",
+            "quantizer": ["gptqmodel:7.7.0 (GPTQ asym, AWQ GEMM packer)"]}
+
+
+def packed_tensors(packed: dict, prefix: str = "") -> dict:
+    """{prefix + module.role: tensor} of quantize()'s output, float tensors in fp16."""
+    import torch
+
+    return {f"{prefix}{module}.{role}": t.to(torch.float16) if t.is_floating_point() else t
+            for module, roles in packed.items() for role, t in roles.items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("variants", nargs="*", default=list(VARIANTS))
@@ -109,17 +127,9 @@ def main() -> int:
             if module in packed:
                 continue
             tensors[key] = t.to(torch.float16) if t.is_floating_point() else t
-        for module, roles in packed.items():
-            for role, t in roles.items():
-                tensors[f"{module}.{role}"] = t.to(torch.float16) if t.is_floating_point() else t
+        tensors.update(packed_tensors(packed))
         config = json.loads((src / "config.json").read_text())
-        if v["layout"] == "gptq":
-            q = {"quant_method": "gptq", "bits": v["bits"], "group_size": GROUP, "desc_act": v["desc_act"],
-                 "sym": v["sym"], "lm_head": False, "checkpoint_format": "gptq", "pack_dtype": "int32",
-                 "quantizer": ["gptqmodel:7.7.0"]}
-        else:
-            q = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm",
-                 "quantizer": ["gptqmodel:7.7.0 (GPTQ asym, AWQ GEMM packer)"]}
+        q = quantization_config(v)
         config.update(torch_dtype="float16", quantization_config=q)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps(config, indent=2))

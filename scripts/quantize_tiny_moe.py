@@ -72,7 +72,7 @@ def main() -> int:
     import torch
     from safetensors.torch import save_file
 
-    from quantize_minilm_gptqmodel import GROUP, VARIANTS, quantize
+    from quantize_minilm_gptqmodel import VARIANTS, packed_tensors, quantization_config, quantize
 
     torch.set_num_threads(2)
     for name, v in VARIANTS.items():
@@ -86,16 +86,8 @@ def main() -> int:
         packed = quantize(experts, lambda: block(x), v)
         prefix = "model.layers.0.mlp."
         tensors = {prefix + "gate.weight": block.gate.weight.detach().to(torch.float16)}
-        for module, roles in packed.items():
-            for role, t in roles.items():
-                tensors[f"{prefix}{module}.{role}"] = t.to(torch.float16) if t.is_floating_point() else t
-        if v["layout"] == "gptq":
-            q = {"quant_method": "gptq", "bits": v["bits"], "group_size": GROUP, "desc_act": v["desc_act"],
-                 "sym": v["sym"], "lm_head": False, "checkpoint_format": "gptq", "pack_dtype": "int32",
-                 "quantizer": ["gptqmodel:7.7.0"]}
-        else:
-            q = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm",
-                 "quantizer": ["gptqmodel:7.7.0 (GPTQ asym, AWQ GEMM packer)"]}
+        tensors.update(packed_tensors(packed, prefix))
+        q = quantization_config(v)
         config = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": H,
                   "moe_intermediate_size": I, "num_experts": E, "num_experts_per_tok": TOP_K,
                   "num_hidden_layers": 1, "hidden_act": "silu", "norm_topk_prob": False,
