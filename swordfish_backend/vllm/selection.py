@@ -150,9 +150,6 @@ def _auto_reason(table: dict[int, bool], flag: str, capability: tuple[int, int] 
         return "the device capability is unknown"
     major, minor = capability
     if not table.get(major, False):
-        if not any(table.values()):
-            return (f"{flag} auto selects Swordfish on no architecture yet (its kernels have not passed their "
-                    f"GPU tests); pass {flag} swordfish to use it")
         if major == 9:
             return (f"on sm{major}{minor} Swordfish is opt-in until H200 measurements show it faster "
                     f"than vLLM's choice; pass {flag} swordfish to use it")
