@@ -372,7 +372,7 @@ def format_table(doc: dict) -> str:
         lines.append("")
         lines.append(f"{model} {layer}  (K={K}, N={N})")
         head = f"{'M':>6}  {'path':<8}{'us':>9}{'TFLOP/s':>9}{'wGB/s':>8}{'xcuBLAS':>8}{'%roof':>6} |"
-        head += "".join(f"{name:>9}" for name in others) + peer_head(peer_names)
+        head += _impl_head(others) + peer_head(peer_names)
         lines.append(head)
         ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
         for M in ms:
@@ -438,6 +438,15 @@ def peer_cell(by_key: dict, key: tuple, peer_names: list) -> str:
     return f"  {cell:<18}"
 
 
+def _cell_width(name: str) -> int:
+    """A table column's width: 9, or the impl's name and two spaces where it is longer (marlin_moe)."""
+    return max(9, len(name) + 2)
+
+
+def _impl_head(impls: list) -> str:
+    return "".join(f"{name:>{_cell_width(name)}}" for name in impls)
+
+
 def _impl_cells(by_key: dict, key: tuple, impls: list, notes: dict) -> str:
     """A table line's cells: each impl's us at `key` (row by_key[key + (impl,)]), "n/a[i]" or "ERR[i]" with
     the note numbered in `notes` ({text: i}) when it did not run."""
@@ -451,7 +460,7 @@ def _impl_cells(by_key: dict, key: tuple, impls: list, notes: dict) -> str:
         else:
             mark = notes.setdefault(r["note"] or r["status"], len(notes) + 1)
             cell = f"{'n/a' if r['status'] == 'unavailable' else 'ERR'}[{mark}]"
-        cells += f"{cell:>9}"
+        cells += f"{cell:>{_cell_width(name)}}"
     return cells
 
 
