@@ -9,7 +9,7 @@ namespace dispatch {
 namespace moe_heuristics {
 
 inline constexpr MoeTable kMoeSm100 = {
-    "sm100 (Hopper's first-principles values, not measured)",
+    "sm100 (Hopper's values, not measured on Blackwell)",
     // 16: the Hopper rule (moe_sm90.hpp); the write-up widens blocks at a threshold it does not state
     /*block32_min_avg_tokens=*/16,
     // 128: the Hopper value (moe_sm90.hpp); the write-up hands high tokens per expert to this path too

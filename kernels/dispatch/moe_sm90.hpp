@@ -1,6 +1,6 @@
-// MoE table for Hopper (sm90: H100, H200). Not measured yet: the values come
-// from the kernel's structure; benchmarks/RESULTS.md will hold the evidence
-// once `swordfish bench --moe` has run on the device.
+// MoE table for Hopper (sm90: H100, H200). The dense crossover sits inside the
+// bracket the H200 run measured (benchmarks/RESULTS.md [moe]); the block size
+// threshold comes from the kernel's structure, not timed on its own.
 #pragma once
 
 #include "kernels/dispatch/moe_heuristics.hpp"
@@ -10,13 +10,13 @@ namespace dispatch {
 namespace moe_heuristics {
 
 inline constexpr MoeTable kMoeSm90 = {
-    "sm90 (first-principles values, not yet measured)",
+    "sm90 (dense crossover within the H200 run's bracket; block size unmeasured)",
     // 16: from here the average expert fills an m16 block, so 32-row blocks stream each expert's weights
     //     half as often; below, the second m16 tile is mostly padding (MMA and ldmatrix work, no bytes saved)
     /*block32_min_avg_tokens=*/16,
-    // 128: first-principles, not measured: dequantizing every expert costs about one write and one read of
-    //      the bf16 experts (~E * 3HI * 6 bytes), which the tensor-core grouped GEMM repays once an expert's
-    //      run is about 128 rows (the Hopper wgmma tile); RESULTS.md [moe] will hold the measured crossover
+    // 128: the H200 run (swordfish bench --moe, benchmarks/baselines/h200/bench_moe.txt) has fused faster up
+    //      to 96 routed tokens per expert (DeepSeek-V2-Lite, T = 1024) and dense faster from 256 (all four
+    //      models); no point fell between, and auto was within 3% of the faster path at all 28 points
     /*dense_min_avg_tokens=*/128,
 };
 
