@@ -17,7 +17,8 @@ What it registers (docs/VLLM.md is the user guide):
 * Swordfish's fused MoE (moe_method.py) for the MoE layers of GPTQ, AWQ and
   compressed-tensors WNA16 checkpoints: with ``--moe-backend swordfish``
   everywhere, and with ``auto`` on the architectures in
-  ``selection.MOE_AUTO_SELECT``.
+  ``selection.MOE_AUTO_SELECT`` and for the formats in
+  ``selection.MOE_AUTO_FORMATS`` (sm90: the ones timed against Marlin MoE).
 * ``--linear-backend swordfish`` / ``--moe-backend swordfish`` and the MoE
   layers' route to Swordfish (patches.py, every patch of vLLM internals
   lives there).

@@ -577,14 +577,15 @@ def runtime_reason() -> str | None:
     return kernel.runtime_reason() or _moe_ops_reason()
 
 
-def policy_reason(moe_config: FusedMoEConfig) -> str | None:
+def policy_reason(moe_config: FusedMoEConfig, plan: "Plan") -> str | None:
     """Why vLLM should not pick Swordfish for a MoE layer it could serve (None: pick it)."""
     backend = moe_config.moe_backend
     if backend == BACKEND:
         return None
     if backend != "auto":
         return f"--moe-backend {backend} asks for another backend"
-    return selection.moe_auto_select_reason(kernel._capability())
+    return selection.moe_auto_select_reason(kernel._capability(),
+                                            (plan.bits, plan.has_zero_points, plan.group_size))
 
 
 def choose(layer: torch.nn.Module, prefix: str, quant_config, moe_config: FusedMoEConfig):
@@ -592,8 +593,8 @@ def choose(layer: torch.nn.Module, prefix: str, quant_config, moe_config: FusedM
 
     ``--moe-backend swordfish``: every layer Swordfish can serve; any other layer gets one warning per reason
     (naming the first such layer) and ``moe_backend`` "auto" for vLLM's own choice. ``auto``: Swordfish where
-    selection.MOE_AUTO_SELECT says so. Act-order experts are Swordfish's or an error: vLLM 0.33 has no
-    act-order MoE kernel (its kernels would ignore g_idx and compute a wrong result).
+    selection.MOE_AUTO_SELECT / MOE_AUTO_FORMATS say so. Act-order experts are Swordfish's or an error: vLLM
+    0.33 has no act-order MoE kernel (its kernels would ignore g_idx and compute a wrong result).
     """
     forced = moe_config.moe_backend == BACKEND
     try:
@@ -607,7 +608,7 @@ def choose(layer: torch.nn.Module, prefix: str, quant_config, moe_config: FusedM
     if isinstance(plan, Plan):
         reason = layer_reason(plan, moe_config) or runtime_reason()
         if reason is None and plan.swordfish_only is None:
-            reason = policy_reason(moe_config)
+            reason = policy_reason(moe_config, plan)
         if reason is None:
             logger.debug("Swordfish fused MoE serves %s (%s int%d, group %d%s)", prefix, plan.fmt, plan.bits,
                          plan.group_size, ", act-order" if plan.act_order else "")

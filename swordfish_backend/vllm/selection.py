@@ -37,14 +37,22 @@ DEFAULT_CUDA_ARCHS = ("90a", "100a", "110a")
 # --linear-backend swordfish.
 AUTO_SELECT = {9: False, 10: True, 11: True}
 
-# With --moe-backend auto, may vLLM pick Swordfish's fused MoE on this major
-# capability? Blackwell (sm100 / sm110): yes, since the MoE kernels passed
-# their GPU tests (H100, benchmarks/RESULTS.md [moe]; the same mma.sync code
-# is compiled for sm_100a / sm_110a). Hopper (sm90): off until measurements
-# show them faster than vLLM's Marlin MoE; opt in with --moe-backend
-# swordfish. The linear table above is separate: the two decisions are
-# measured separately.
+# With --moe-backend auto, may vLLM pick Swordfish's fused MoE for every
+# layer on this major capability? Blackwell (sm100 / sm110): yes, since the
+# MoE kernels passed their GPU tests (H100 and H200, benchmarks/RESULTS.md
+# [moe]; the same mma.sync code is compiled for sm_100a / sm_110a). Hopper
+# (sm90): per weight format, MOE_AUTO_FORMATS below. The linear table above
+# is separate: the two decisions are measured separately.
 MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
+
+# The (bits, zero points, group size) formats --moe-backend auto picks on an
+# architecture that MOE_AUTO_SELECT leaves off: the ones timed faster than
+# vLLM's Marlin MoE. sm90: int4 group 128 without zero points (GPTQ /
+# compressed-tensors), faster at all 28 points of the H200 run (4 models,
+# T 1-4096, 1.03-2.16x; benchmarks/baselines/h200/bench_moe.txt). int8, AWQ
+# zero points and other groups run the same kernels, untimed against Marlin
+# MoE: opt-in with --moe-backend swordfish.
+MOE_AUTO_FORMATS = {9: frozenset({(4, False, 128)})}
 
 # Gated activations the fused-MoE op computes on the gate half (the op's own
 # list; vLLM's MoEActivation values use the same names).
@@ -162,9 +170,29 @@ def auto_select_reason(capability: tuple[int, int] | None) -> str | None:
     return _auto_reason(AUTO_SELECT, "--linear-backend", capability)
 
 
-def moe_auto_select_reason(capability: tuple[int, int] | None) -> str | None:
-    """None when --moe-backend auto may pick Swordfish's fused MoE on this device, else why not."""
-    return _auto_reason(MOE_AUTO_SELECT, "--moe-backend", capability)
+def moe_auto_select_reason(capability: tuple[int, int] | None,
+                           fmt: tuple[int, bool, int] | None = None) -> str | None:
+    """None when --moe-backend auto may pick Swordfish's fused MoE on this device for experts of format
+    ``fmt`` = (bits, has_zero_points, group_size), else why not (fmt None: the architecture's whole-table
+    answer)."""
+    reason = _auto_reason(MOE_AUTO_SELECT, "--moe-backend", capability)
+    if reason is None or capability is None:
+        return reason
+    measured = MOE_AUTO_FORMATS.get(capability[0], frozenset())
+    if fmt is not None and tuple(fmt) in measured:
+        return None
+    if measured:
+        major, minor = capability
+        timed = ", ".join(_format_name(*f) for f in sorted(measured))
+        what = f"{_format_name(*fmt)} experts are" if fmt is not None else "this layer's format is"
+        return (f"on sm{major}{minor} --moe-backend auto picks Swordfish only for the formats timed faster than "
+                f"vLLM's Marlin MoE ({timed}); {what} opt-in: pass --moe-backend swordfish to use it")
+    return reason
+
+
+def _format_name(bits: int, has_zero_points: bool, group_size: int) -> str:
+    group = "channelwise" if group_size == -1 else f"group {group_size}"
+    return f"int{bits} {group}{' with zero points' if has_zero_points else ''}"
 
 
 def runs_on(arch: str, capability: tuple[int, int]) -> bool:
@@ -202,4 +230,7 @@ def auto_archs() -> str:
 
 
 def moe_auto_archs() -> str:
-    return _archs(MOE_AUTO_SELECT)
+    """Where --moe-backend auto picks Swordfish: whole architectures, then the per-format ones."""
+    per_format = [f"sm{m}x ({', '.join(_format_name(*f) for f in sorted(fs))})"
+                  for m, fs in sorted(MOE_AUTO_FORMATS.items()) if fs and not MOE_AUTO_SELECT.get(m, False)]
+    return ", ".join(filter(None, [_archs(MOE_AUTO_SELECT)] + per_format))
