@@ -556,6 +556,31 @@ def format_moe_info(info: dict) -> list[str]:
     return lines
 
 
+def format_vllm_auto(info: dict) -> list[str]:
+    """What vLLM's `auto` backends pick on this machine's device (swordfish_backend.vllm.selection)."""
+    from .vllm import selection
+
+    if not info["devices"]:
+        return []
+    idx = info["device_index"]
+    major, minor = (int(v) for v in info["devices"][idx]["capability"].split("."))
+    cap = (major, minor)
+    lines = [f"vLLM auto-selection on device {idx} (sm{major}{minor}):"]
+    why = selection.auto_select_reason(cap)
+    lines.append(f"  --linear-backend auto  {'Swordfish' if why is None else 'vLLM: ' + why}")
+    if selection.moe_auto_select_reason(cap) is None:
+        lines.append("  --moe-backend auto     Swordfish")
+    else:
+        formats = sorted(f for f in selection.MOE_AUTO_FORMATS.get(major, ()))
+        if formats:
+            named = ", ".join(selection.moe_format_name(*f) for f in formats)
+            lines.append(f"  --moe-backend auto     Swordfish for {named} experts; other formats vLLM's choice "
+                         "(--moe-backend swordfish to opt in)")
+        else:
+            lines.append(f"  --moe-backend auto     vLLM: {selection.moe_auto_select_reason(cap)}")
+    return lines
+
+
 def _ranges(segments: list) -> str:
     parts = []
     for s in segments:
@@ -608,6 +633,7 @@ def format_info(info: dict) -> str:
     if info["gpu_error"] and info["devices"]:
         lines.append(f"  {info['gpu_error']}")
     lines += format_moe_info(info)
+    lines += format_vllm_auto(info)
     lines.append("")
     lines.append("environment knobs (read at call time):")
     for knob in info["env"]:

@@ -724,3 +724,9 @@ def test_info_text_with_a_device():
     assert "prefill  unavailable: prefill is not built for sm90" in text
     assert "decode 1-55 | dense 56+" in text
     assert "matplotlib not installed" in text
+    assert "vLLM auto-selection on device 0 (sm90):" in text
+    assert "--linear-backend auto  vLLM: on sm90 Swordfish is opt-in" in text
+    assert "--moe-backend auto     Swordfish for int4 group 128 experts; other formats vLLM's choice" in text
+    blackwell = dict(info, devices=[dict(info["devices"][0], capability="10.0")])
+    text = cli.format_info(blackwell)
+    assert "--linear-backend auto  Swordfish" in text and "--moe-backend auto     Swordfish\n" in text

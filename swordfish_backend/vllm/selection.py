@@ -183,14 +183,15 @@ def moe_auto_select_reason(capability: tuple[int, int] | None,
         return None
     if measured:
         major, minor = capability
-        timed = ", ".join(_format_name(*f) for f in sorted(measured))
-        what = f"{_format_name(*fmt)} experts are" if fmt is not None else "this layer's format is"
+        timed = ", ".join(moe_format_name(*f) for f in sorted(measured))
+        what = f"{moe_format_name(*fmt)} experts are" if fmt is not None else "this layer's format is"
         return (f"on sm{major}{minor} --moe-backend auto picks Swordfish only for the formats timed faster than "
                 f"vLLM's Marlin MoE ({timed}); {what} opt-in: pass --moe-backend swordfish to use it")
     return reason
 
 
-def _format_name(bits: int, has_zero_points: bool, group_size: int) -> str:
+def moe_format_name(bits: int, has_zero_points: bool, group_size: int) -> str:
+    """An expert format as messages name it: "int4 group 128", "int8 channelwise with zero points"."""
     group = "channelwise" if group_size == -1 else f"group {group_size}"
     return f"int{bits} {group}{' with zero points' if has_zero_points else ''}"
 
@@ -231,6 +232,6 @@ def auto_archs() -> str:
 
 def moe_auto_archs() -> str:
     """Where --moe-backend auto picks Swordfish: whole architectures, then the per-format ones."""
-    per_format = [f"sm{m}x ({', '.join(_format_name(*f) for f in sorted(fs))})"
+    per_format = [f"sm{m}x ({', '.join(moe_format_name(*f) for f in sorted(fs))})"
                   for m, fs in sorted(MOE_AUTO_FORMATS.items()) if fs and not MOE_AUTO_SELECT.get(m, False)]
     return ", ".join(filter(None, [_archs(MOE_AUTO_SELECT)] + per_format))
