@@ -571,7 +571,7 @@ def format_vllm_auto(info: dict) -> list[str]:
     if selection.moe_auto_select_reason(cap) is None:
         lines.append("  --moe-backend auto     Swordfish")
     else:
-        formats = sorted(f for f in selection.MOE_AUTO_FORMATS.get(major, ()))
+        formats = sorted(selection.MOE_AUTO_FORMATS.get(major, ()))
         if formats:
             named = ", ".join(selection.moe_format_name(*f) for f in formats)
             lines.append(f"  --moe-backend auto     Swordfish for {named} experts; other formats vLLM's choice "
