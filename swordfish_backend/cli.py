@@ -563,21 +563,18 @@ def format_vllm_auto(info: dict) -> list[str]:
     if not info["devices"]:
         return []
     idx = info["device_index"]
-    major, minor = (int(v) for v in info["devices"][idx]["capability"].split("."))
-    cap = (major, minor)
+    cap = major, minor = tuple(int(v) for v in info["devices"][idx]["capability"].split("."))
     lines = [f"vLLM auto-selection on device {idx} (sm{major}{minor}):"]
     why = selection.auto_select_reason(cap)
     lines.append(f"  --linear-backend auto  {'Swordfish' if why is None else 'vLLM: ' + why}")
-    if selection.moe_auto_select_reason(cap) is None:
+    why, named = selection.moe_auto_select_reason(cap), selection.moe_auto_formats(major)
+    if why is None:
         lines.append("  --moe-backend auto     Swordfish")
+    elif named:
+        lines.append(f"  --moe-backend auto     Swordfish for {named} experts; other formats vLLM's choice "
+                     "(--moe-backend swordfish to opt in)")
     else:
-        formats = sorted(selection.MOE_AUTO_FORMATS.get(major, ()))
-        if formats:
-            named = ", ".join(selection.moe_format_name(*f) for f in formats)
-            lines.append(f"  --moe-backend auto     Swordfish for {named} experts; other formats vLLM's choice "
-                         "(--moe-backend swordfish to opt in)")
-        else:
-            lines.append(f"  --moe-backend auto     vLLM: {selection.moe_auto_select_reason(cap)}")
+        lines.append(f"  --moe-backend auto     vLLM: {why}")
     return lines
 
 

@@ -178,16 +178,20 @@ def moe_auto_select_reason(capability: tuple[int, int] | None,
     reason = _auto_reason(MOE_AUTO_SELECT, "--moe-backend", capability)
     if reason is None or capability is None:
         return reason
-    measured = MOE_AUTO_FORMATS.get(capability[0], frozenset())
-    if fmt is not None and tuple(fmt) in measured:
+    major, minor = capability
+    if fmt is not None and tuple(fmt) in MOE_AUTO_FORMATS.get(major, ()):
         return None
-    if measured:
-        major, minor = capability
-        timed = ", ".join(moe_format_name(*f) for f in sorted(measured))
+    timed = moe_auto_formats(major)
+    if timed:
         what = f"{moe_format_name(*fmt)} experts are" if fmt is not None else "this layer's format is"
         return (f"on sm{major}{minor} --moe-backend auto picks Swordfish only for the formats timed faster than "
                 f"vLLM's Marlin MoE ({timed}); {what} opt-in: pass --moe-backend swordfish to use it")
     return reason
+
+
+def moe_auto_formats(major: int) -> str:
+    """The formats MOE_AUTO_FORMATS lets --moe-backend auto pick on this major capability, named ("" if none)."""
+    return ", ".join(moe_format_name(*f) for f in sorted(MOE_AUTO_FORMATS.get(major, ())))
 
 
 def moe_format_name(bits: int, has_zero_points: bool, group_size: int) -> str:
@@ -232,6 +236,6 @@ def auto_archs() -> str:
 
 def moe_auto_archs() -> str:
     """Where --moe-backend auto picks Swordfish: whole architectures, then the per-format ones."""
-    per_format = [f"sm{m}x ({', '.join(moe_format_name(*f) for f in sorted(fs))})"
+    per_format = [f"sm{m}x ({moe_auto_formats(m)})"
                   for m, fs in sorted(MOE_AUTO_FORMATS.items()) if fs and not MOE_AUTO_SELECT.get(m, False)]
     return ", ".join(filter(None, [_archs(MOE_AUTO_SELECT)] + per_format))
