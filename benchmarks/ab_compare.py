@@ -1,6 +1,7 @@
 """Compare variants of the extension timed in interleaved rounds (the `ab` stage of scripts/gpu_check.sh).
 
-Reads result files named VARIANT_ROUND.json, written by `swordfish bench` (key "rows") or by
+Reads result files named VARIANT_ROUND.json, written by `swordfish bench` (key "rows"; with --moe the M
+column is the token count T) or by
 benchmarks/bench_decode.py (key "records"), keeps the best (minimum) time of each point over the
 rounds per variant, and prints one line per point with every variant's time and its ratio to the
 first (the baseline), then the geometric mean of each ratio. A ratio below 1 means the variant is
@@ -30,7 +31,10 @@ def _points(doc: dict):
         for r in doc["rows"]:
             if r.get("status") == "ok" and r.get("us") is not None:
                 model = r["model"].replace("llama-3-", "")
-                yield (f"{model} {r['layer']}", bits, r["M"], r["impl"]), float(r["us"])
+                if "T" in r:  # swordfish bench --moe: one MoE layer at T tokens
+                    yield (f"{model} moe", bits, r["T"], r["impl"]), float(r["us"])
+                else:
+                    yield (f"{model} {r['layer']}", bits, r["M"], r["impl"]), float(r["us"])
     elif "records" in doc:  # bench_decode
         for r in doc["records"]:
             if r.get("us") is not None:

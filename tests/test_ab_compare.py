@@ -45,6 +45,17 @@ def test_reads_bench_decode_records(abc, tmp_path):
     assert gm == {"b": pytest.approx(1.1)}
 
 
+def test_reads_moe_bench_rows(abc, tmp_path):
+    def moe(us):
+        return {"config": {"bits": 4}, "rows": [{"model": "qwen3-30b-a3b", "T": 16, "impl": "fused", "status": "ok",
+                                                 "us": us}]}
+    (tmp_path / "a_1.json").write_text(json.dumps(moe(80.0)))
+    (tmp_path / "b_1.json").write_text(json.dumps(moe(60.0)))
+    lines, gm = abc.table(abc.load(tmp_path), "a")
+    assert lines[1].startswith("qwen3-30b-a3b moe") and "0.750" in lines[1]
+    assert gm == {"b": pytest.approx(0.75)}
+
+
 def test_unknown_baseline_and_empty_directory_say_what_is_wrong(abc, tmp_path):
     with pytest.raises(SystemExit, match="no VARIANT_ROUND.json files"):
         abc.load(tmp_path)

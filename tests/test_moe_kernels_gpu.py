@@ -207,7 +207,7 @@ def run_align(ids, E, bm, expert_map=None):
     assert torch.equal(eids, reids), "expert_ids differ"
 
 
-@pytest.mark.parametrize("bm", [16, 32])
+@pytest.mark.parametrize("bm", [8, 16, 32])
 @pytest.mark.parametrize("E", [8, 60, 128])
 @pytest.mark.parametrize("k", [1, 2, 8])
 @pytest.mark.parametrize("T", [1, 7, 256, 4096])
@@ -289,7 +289,7 @@ def test_formats(T, bits, group, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("group", [32, 64, 128])
-@pytest.mark.parametrize("T", [5, 64])
+@pytest.mark.parametrize("T", [5, 40, 64])
 def test_zero_points(T, group, dtype):
     """AWQ int4 with zero points folded into a scale-shaped tensor."""
     w13, w2 = layer(8, 4, group, "zeros", dtype)
@@ -300,7 +300,7 @@ def test_zero_points(T, group, dtype):
 
 
 @pytest.mark.parametrize("bits,group", [(4, 128), (4, 32), (8, 128)])
-@pytest.mark.parametrize("T", [7, 64, 300])
+@pytest.mark.parametrize("T", [7, 40, 64, 300])
 def test_act_order(T, bits, group):
     """GPTQ act-order per expert: w13's input gathered per slot in its expert's order, w2's input
     written permuted by the activation kernel."""
@@ -365,6 +365,25 @@ def test_expert_map(T):
     check_close(y, ref_moe(x, w13, w2, weights, ids, expert_map), torch.bfloat16, "expert_map")
     if T > 1:
         assert torch.equal(y[1], torch.zeros_like(y[1]))
+
+
+@pytest.mark.parametrize("T,block", [(4, "block_m=8 swap"), (30, "block_m=8 swap"), (40, "block_m=16 "),
+                                     (64, "block_m=32 ")])
+def test_block_size_follows_the_table(T, block, monkeypatch, capfd):
+    """Top-2 of 8 experts: T / 4 routed tokens per expert on average; below moe_sm90.hpp's
+    block16_min_avg_tokens (8) the 8-row swapped-operand kernel runs, then 16- and 32-row blocks. Named by
+    the SWORDFISH_DEBUG line, checked against the reference; skewed routing puts most slots on two
+    experts, so blocks hold 8 real rows and a padded tail."""
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w13, w2 = layer(8, 4, 128, "gptq", torch.float16)
+    x = xin(T, torch.float16, T)
+    for kind in ("uniform", "skewed"):
+        ids, weights = routing(T, 2, 8, kind, seed=T)
+        y = fused(x, w13, w2, weights, ids)
+        check_close(y, ref_moe(x, w13, w2, weights, ids), torch.float16, f"{kind} T={T}")
+    torch.cuda.synchronize()
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if f"moe T={T} top_k=2 E=8 " in ln and "fused" in ln]
+    assert lines and block in lines[-1], lines
 
 
 def test_no_token_routed():
@@ -474,12 +493,14 @@ def test_dispatch_surface():
 
 @pytest.mark.sanitize
 @pytest.mark.parametrize("det", [0, 1], ids=["atomic", "deterministic"])
-@pytest.mark.parametrize("bits,group,kind,T", [(4, 64, "zeros", 5), (8, 128, "act", 3), (4, 128, "gptq", 64)],
-                         ids=["int4-zeros-mt1", "int8-act-order-fold", "int4-mt2"])
+@pytest.mark.parametrize("bits,group,kind,T", [(4, 64, "zeros", 5), (8, 128, "act", 3), (4, 128, "gptq", 40),
+                                               (4, 128, "gptq", 64)],
+                         ids=["int4-zeros-swap", "int8-act-order-fold-swap", "int4-mt1", "int4-mt2"])
 def test_sanitize_small(bits, group, kind, T, det):
-    """Every kernel once per mode: align (+ zeroing, + the act-order gather), the expert GEMM at MT = 1
-    (plain and FOLD) and MT = 2 (T = 64, top-2 of 8: 16 tokens per expert on average, 32-row blocks),
-    activation (+ permuted write), finalize."""
+    """Every kernel once per mode: align (+ zeroing, + the act-order gather), the expert GEMM on 8-row
+    blocks (the swap kernel, plain and FOLD: T = 3, 5 of top-2 of 8), MT = 1 (T = 40: 10 tokens per expert
+    on average, 16-row blocks) and MT = 2 (T = 64: 16, 32-row blocks), activation (+ permuted write),
+    finalize."""
     w13, w2 = layer(8, bits, group, kind)
     x = xin(T, torch.bfloat16, 1)
     ids, weights = routing(T, 2, 8, "skewed" if T == 64 else "uniform", seed=2)

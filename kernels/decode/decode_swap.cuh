@@ -46,12 +46,71 @@
 namespace swordfish {
 namespace decode {
 
-// grid, block, modes: as gemm_kernel. dynamic smem: swap_kernel_smem_bytes(BITS, ZEROS, SHARE),
-// which admits kSwapCtasPerSm CTAs per SM (decode_config.h).
-// SHARE (M >= kSwapShareMinM): the CTA stages each unit's activation slice once,
-// for all four warps; otherwise every warp stages its own copy, lane-local.
-template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE>
-__global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __grid_constant__ Params p) {
+// ---- the loop, for any token source
+
+// What swap_mainloop asks of a source (duck-typed, inlined; the swapped-operand
+// counterpart of mainloop.cuh's Source). Lane l stages token x_tok = l % 8.
+//   seek(mg, kb)   the producer enters segment (column, m-group mg) at k-block
+//                  kb: pick the weight slab and this lane's token row.
+//   live()         whether this lane copies its token (a slot never copied
+//                  keeps zeros, or a stale token of an earlier segment: either
+//                  stays in that token's own accumulator column, which the
+//                  flush never stores).
+//   packed(), x()  the slab's packed base, the token's activation row.
+//   issue_scales   the unit's scale (+ zero-point) row(s) of columns (scol, scol + 1).
+//   mgroups()      m-groups (MoE: blocks of 8 tokens) per quad; units run
+//                  (quad, m-group, k-block), k fastest.
+//   many_tokens()  false when only token 0 can be nonzero (FOLD skips the rest).
+// flush(q, mg, acc) stores the warp's column 4 q + warp of m-group mg from the
+// D fragments (acc[m][i]: column 16 m + 8 (i / 2) + g, token 2 t + (i & 1))
+// and clears acc.
+
+namespace detail {
+
+// The dense layer: one weight; token i is row i of x, rows >= M never copied.
+template <int BITS, bool ZEROS>
+struct DenseSwapSource {
+  const Params& p;
+  int x_tok;
+  bool x_live;  // x_tok < M (shared: and this warp copies a k32 block)
+
+  SF_DEVICE void seek(int /*mg*/, int /*kb*/) {}
+  SF_DEVICE bool live() const { return x_live; }
+  SF_DEVICE const uint8_t* packed() const { return p.packed; }
+  SF_DEVICE const uint16_t* x() const { return p.x + static_cast<long long>(x_live ? x_tok : 0) * p.K; }
+  SF_DEVICE void issue_scales(uint32_t s_dst, uint32_t z_dst, int k0, int scol, bool two_rows, int lane) const {
+    detail::issue_scales<BITS, ZEROS>(s_dst, z_dst, p, k0, scol, two_rows, lane);
+  }
+  SF_DEVICE int mgroups() const { return 1; }
+  SF_DEVICE bool many_tokens() const { return p.M > 1; }
+};
+
+// The flush's exchange: lane (g, t) holds column 16 m + 8 h + g, tokens 2t,
+// 2t + 1 in acc[m][2h], acc[m][2h + 1]; one shuffle with lane ^ 4 (column
+// g ^ 1) leaves it token 2t + (g & 1) of columns 16 m + 8 h + (g & ~1), + 1 in
+// v[m][h]. Every lane of the warp calls it (converged); acc is cleared.
+SF_DEVICE void token_pairs(float (&acc)[4][4], int g, float (&v)[4][2][2]) {
+  const bool odd = g & 1;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float lo = acc[m][2 * h], hi = acc[m][2 * h + 1];
+      const float other = ptx::shfl_xor_f32(odd ? lo : hi, 4);
+      v[m][h][0] = odd ? other : lo;
+      v[m][h][1] = odd ? hi : other;
+    }
+  }
+  clear(acc);
+}
+
+}  // namespace detail
+
+// Units [pos0, pos0 + n) of this warp (lane-local) or CTA (SHARE) through the
+// stage ring; P: K, N, kblocks, ncols, gshift, fold_mask, evict_first.
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE, class P, class Src, class Flush>
+SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::UnitPos pos0, int n, int lane,
+                             int warp, unsigned char* smem) {
   constexpr int S = swap_kernel_stages(BITS, SHARE);
   constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);               // lane-local: one warp's stage
   constexpr SharedStageLayout C = swap_shared_layout(BITS, ZEROS);        // shared: the CTA's stage
@@ -65,20 +124,6 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
   constexpr float kOffset = dequant::kRawOffset<BITS, BF16>;
   constexpr bool kRowSums = FOLD && (kOffset != 0.f || ZEROS);
   static_assert(NS % 2 == 0, "one ldmatrix.x4 covers two k16 slices");
-
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-
-  // ---- units [u0, u1) (detail::ring_units); here mgroups == 1. Shared: a warp
-  // whose column does not exist in the last quad streams the last column again
-  // and skips its MMAs and flush there.
-  long long u0, u1;
-  const int n = detail::ring_units<SHARE>(p, warp, 1, u0, u1);
-  if (n == 0) return;
-  const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
-  detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, S, lane);
-  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
 
   // Lane-local: one ring per warp. Shared: one ring for the CTA, each slot the
   // activation slice first, then the warps' weight slots (wslot).
@@ -98,26 +143,23 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
 
   // ---- producer
   const uint64_t pol = p.evict_first ? ptx::policy_evict_first() : ptx::policy_evict_normal();
-  const int x_tok = lane & 7;                  // ldmatrix: lane l addresses row l % 8 of matrix l / 8
-  // tokens >= M: slot stays zero. Shared: warp h < NX copies ldmatrix block h
-  // (k32 h of the unit) for the CTA, as every warp copies all NX lane-local.
-  const bool x_live = x_tok < p.M && (!SHARE || warp < NX);
   const int x_col = (lane >> 3) * 8;           // matrix l / 8 = k 8 (l / 8) .. + 7 of the k32
-  int p_kb = pos0.kb, p_q = pos0.q;
+  int p_kb = pos0.kb, p_q = pos0.q, p_mg = pos0.mg;
   const uint8_t* p_w = nullptr;
   const uint16_t* p_x = nullptr;
   int p_scol = 0;
   auto seek = [&]() {
     const int col = SHARE ? min(4 * p_q + warp, p.ncols - 1) : 4 * p_q + warp;
-    p_w = p.packed + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
-    p_x = p.x + static_cast<long long>(x_live ? x_tok : 0) * p.K + p_kb * BK + x_col + (SHARE ? 32 * warp : 0);
+    src.seek(p_mg, p_kb);
+    p_w = src.packed() + (static_cast<long long>(col) * p.kblocks + p_kb) * kUnitBytes + lane * 16;
+    p_x = src.x() + p_kb * BK + x_col + (SHARE ? 32 * warp : 0);
     p_scol = col * format::kBlockN + 2 * lane;
   };
   seek();
 
   auto issue = [&](uint32_t st) {
     detail::issue_weights(st + wslot, p_w, pol, lane);
-    if (x_live) {
+    if (src.live()) {
       if constexpr (SHARE) {
         ptx::cp_async_16_ca(st + warp * 512 + lane * 16, p_x);
       } else {
@@ -125,12 +167,15 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
         for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
       }
     }
-    detail::issue_scales<BITS, ZEROS>(st + wslot + SCALES, st + wslot + ZPS, p, p_kb * BK, p_scol, two_rows, lane);
-    p_w += kUnitBytes;  // unconditional: seek() overwrites both at a column change
+    src.issue_scales(st + wslot + SCALES, st + wslot + ZPS, p_kb * BK, p_scol, two_rows, lane);
+    p_w += kUnitBytes;  // unconditional: seek() overwrites both at a segment change
     p_x += BK;
     if (++p_kb == p.kblocks) {
       p_kb = 0;
-      ++p_q;
+      if (++p_mg == src.mgroups()) {
+        p_mg = 0;
+        ++p_q;
+      }
       seek();
     }
   };
@@ -249,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
       fold_one(m, 0);
       fold_one(m, 2);
     }
-    if (p.M > 1) {
+    if (src.many_tokens()) {
 #pragma unroll
       for (int m = 0; m < 4; ++m) {
         fold_one(m, 1);
@@ -258,11 +303,71 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
     }
   };
 
+  // ---- pipeline (detail::run_ring)
+  int seg_left = min(p.kblocks - pos0.kb, n);
+  int c_q = pos0.q, c_mg = pos0.mg;
+  int c_kb = pos0.kb;
+  // (shared: one CTA barrier per unit; a warp past the last column keeps the
+  // barriers and the copies, nothing else)
+  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
+    const bool seg_end = --seg_left == 0;
+    const bool live = !SHARE || 4 * c_q + warp < p.ncols;
+    if (live) {
+      if (FOLD && (c_kb & p.fold_mask) == 0) {
+        consume(cons, std::true_type{});
+      } else {
+        consume(cons, std::false_type{});
+      }
+    }
+    if constexpr (FOLD) {
+      const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
+      if (++c_kb == p.kblocks) c_kb = 0;
+      if (live && (group_end || seg_end)) fold(cons);
+    }
+    if (seg_end) {
+      if (live) flush(c_q, c_mg, acc);
+      if (++c_mg == src.mgroups()) {
+        c_mg = 0;
+        ++c_q;
+      }
+      seg_left = min(p.kblocks, n - it - 1);
+    }
+  });
+}
+
+// grid, block, modes: as gemm_kernel. dynamic smem: swap_kernel_smem_bytes(BITS, ZEROS, SHARE),
+// which admits kSwapCtasPerSm CTAs per SM (decode_config.h).
+// SHARE (M >= kSwapShareMinM): the CTA stages each unit's activation slice once,
+// for all four warps; otherwise every warp stages its own copy, lane-local.
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE>
+__global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __grid_constant__ Params p) {
+  constexpr int S = swap_kernel_stages(BITS, SHARE);
+  constexpr int NX = slices_per_unit(BITS) / 2;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+
+  // ---- units [u0, u1) (detail::ring_units); here mgroups == 1. Shared: a warp
+  // whose column does not exist in the last quad streams the last column again
+  // and skips its MMAs and flush there.
+  long long u0, u1;
+  const int n = detail::ring_units<SHARE>(p, warp, 1, u0, u1);
+  if (n == 0) return;
+  const detail::UnitPos pos0 = detail::unit_pos(u0, p.kblocks, 1);
+  detail::enter_dependent(p, min(4 * pos0.q + warp, p.ncols - 1), pos0.kb, S, lane);
+  const int piece0 = detail::first_piece(p, u0 - pos0.kb);
+
+  // ldmatrix: lane l addresses row l % 8 of matrix l / 8. Tokens >= M: slot stays
+  // zero. Shared: warp h < NX copies ldmatrix block h (k32 h of the unit) for the
+  // CTA, as every warp copies all NX lane-local.
+  const int x_tok = lane & 7;
+  detail::DenseSwapSource<BITS, ZEROS> src{p, x_tok, x_tok < p.M && (!SHARE || warp < NX)};
+
   // Lane (g, t) holds column 16 m + 8 h + g, tokens 2t, 2t + 1 in acc[m][2h],
-  // acc[m][2h + 1]. After one exchange with lane ^ 4 (column g ^ 1), even g
+  // acc[m][2h + 1]. After one exchange with lane ^ 4 (detail::token_pairs), even g
   // owns token 2t and odd g token 2t + 1, of columns (g & ~1, g | 1). Every
   // lane shuffles first (converged), then the lanes whose token exists write.
-  auto flush = [&](int q) {
+  auto flush = [&](int q, int /*mg*/, float (&acc)[4][4]) {
     const int g = lane >> 2, t = lane & 3;
     const int col0 = (4 * q + warp) * format::kBlockN;
     if (p.mode == kModeAtomic && p.M >= kSwapRunsMinM) {
@@ -286,21 +391,10 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
       }
       return;
     }
-    const bool odd = g & 1;
-    const int tok = 2 * t + (odd ? 1 : 0);
+    const int tok = 2 * t + (g & 1);
     const int col = col0 + (g & ~1);
     float v[4][2][2];
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float lo = acc[m][2 * h], hi = acc[m][2 * h + 1];
-        const float other = ptx::shfl_xor_f32(odd ? lo : hi, 4);
-        v[m][h][0] = odd ? other : lo;
-        v[m][h][1] = odd ? hi : other;
-      }
-    }
-    detail::clear(acc);
+    detail::token_pairs(acc, g, v);
     if (tok >= p.M) return;
     const long long row = static_cast<long long>(tok) * p.N + col;
     if (p.mode == kModeAtomic) {
@@ -333,33 +427,7 @@ __global__ void __launch_bounds__(kThreads, kSwapCtasPerSm) swap_kernel(const __
     }
   };
 
-  // ---- pipeline (detail::run_ring)
-  int seg_left = min(p.kblocks - pos0.kb, n);
-  int c_q = pos0.q;
-  int c_kb = pos0.kb;
-  // (shared: one CTA barrier per unit; a warp past the last column keeps the
-  // barriers and the copies, nothing else)
-  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
-    const bool seg_end = --seg_left == 0;
-    const bool live = !SHARE || 4 * c_q + warp < p.ncols;
-    if (live) {
-      if (FOLD && (c_kb & p.fold_mask) == 0) {
-        consume(cons, std::true_type{});
-      } else {
-        consume(cons, std::false_type{});
-      }
-    }
-    if constexpr (FOLD) {
-      const bool group_end = ((c_kb + 1) & p.fold_mask) == 0;
-      if (++c_kb == p.kblocks) c_kb = 0;
-      if (live && (group_end || seg_end)) fold(cons);
-    }
-    if (seg_end) {
-      if (live) flush(c_q);
-      ++c_q;
-      seg_left = min(p.kblocks, n - it - 1);
-    }
-  });
+  swap_mainloop<BITS, BF16, ZEROS, FOLD, SHARE>(p, src, flush, pos0, n, lane, warp, smem);
 }
 
 template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE>

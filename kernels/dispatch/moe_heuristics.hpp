@@ -10,7 +10,8 @@
 //      dense_min_avg_tokens.
 //   2. Otherwise fused (the decode-machinery Stream-K kernel), with blocks of
 //      32 rows (MT = 2) once the average reaches block32_min_avg_tokens, 16
-//      below.
+//      once it reaches block16_min_avg_tokens, and below that 8 (the
+//      swapped-operand kernel, moe_swap.cuh: a block's tokens are the MMA's n8).
 #pragma once
 
 #include <climits>
@@ -25,6 +26,8 @@ struct MoeTable {
   const char* name = "";
   int block32_min_avg_tokens = kNever;  // T * top_k / E from which fused blocks are 32 rows
   int dense_min_avg_tokens = kNever;    // T * top_k / E from which the dense path runs
+  int block16_min_avg_tokens = 0;       // T * top_k / E from which fused blocks are 16 rows (below: 8 rows,
+                                        // the swap kernel); 0: never 8
 };
 
 // The path values of swordfish::MoePath (moe_problem.h), restated as plain
@@ -43,7 +46,8 @@ constexpr bool reaches(long long slots, long long experts, int threshold) {
 }
 
 constexpr int block_m_for(const MoeTable& t, long long slots, long long experts) {
-  return reaches(slots, experts, t.block32_min_avg_tokens) ? 32 : 16;
+  if (reaches(slots, experts, t.block32_min_avg_tokens)) return 32;
+  return reaches(slots, experts, t.block16_min_avg_tokens) ? 16 : 8;
 }
 
 constexpr Choice choose(const MoeTable& t, long long slots, long long experts, bool dense_available) {
@@ -57,10 +61,14 @@ inline constexpr MoeTable kMoeConservative = {
     "conservative (no MoE measurements for this architecture)",
     /*block32_min_avg_tokens=*/16,  // 16: the Hopper rule (moe_sm90.hpp); nothing measured here
     /*dense_min_avg_tokens=*/kNever,  // kNever: _grouped_mm's fast kernels are sm90 / sm100 ones
+    /*block16_min_avg_tokens=*/0,     // 0: 16-row blocks at any average (the 8-row kernel is timed on sm90 only)
 };
 
 static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeConservative, 16, 1) == 32,
               "the block rule switches at the threshold");
+static_assert(block_m_for(MoeTable{"", 16, kNever, 4}, 31, 8) == 8 && block_m_for(MoeTable{"", 16, kNever, 4}, 32, 8) == 16,
+              "8-row blocks below block16_min_avg_tokens");
+static_assert(block_m_for(kMoeConservative, 0, 8) == 16, "0 never picks 8-row blocks");
 static_assert(choose(kMoeConservative, 1 << 20, 8, true).path == kPathFused, "kNever never picks dense");
 
 }  // namespace moe_heuristics

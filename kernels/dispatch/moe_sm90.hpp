@@ -18,6 +18,9 @@ inline constexpr MoeTable kMoeSm90 = {
     //      to 96 routed tokens per expert (DeepSeek-V2-Lite, T = 1024) and dense faster from 256 (all four
     //      models); no point fell between, and auto was within 3% of the faster path at all 28 points
     /*dense_min_avg_tokens=*/128,
+    // 8: PROVISIONAL (not yet timed): below, most 16-row blocks hold a few real rows, which the 8-row
+    //    swapped-operand kernel (moe_swap.cuh) serves with half the MMA work, as dense decode at M <= 8
+    /*block16_min_avg_tokens=*/8,
 };
 
 }  // namespace moe_heuristics

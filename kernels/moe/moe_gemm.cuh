@@ -131,6 +131,29 @@ struct MoeEpilogue {
   }
 };
 
+// This CTA's units [u0, u1) of the flat (quad, block, k-block) list over
+// `blocks` real blocks (empty when it has none). kModeAtomic: a balanced slice
+// of the real units, at least kMinUnitsPerCta each, over the first CTAs of the
+// grid; kModeSplit: split `split` of segment blockIdx.x / splits.
+SF_DEVICE void cta_units(const GemmParams& p, int blocks, long long& u0, long long& u1, int& split) {
+  const long long segments = static_cast<long long>(p.quads) * blocks;
+  u0 = u1 = 0;
+  if (p.mode == kModeSplit) {
+    const long long seg = blockIdx.x / p.splits;
+    split = static_cast<int>(blockIdx.x - seg * p.splits);
+    if (seg >= segments) return;
+    u0 = seg * p.kblocks + static_cast<long long>(split) * p.kblocks / p.splits;
+    u1 = seg * p.kblocks + static_cast<long long>(split + 1) * p.kblocks / p.splits;
+  } else {
+    const long long units = segments * p.kblocks;
+    const long long want = (units + decode::kMinUnitsPerCta - 1) / decode::kMinUnitsPerCta;
+    const long long grid = want < gridDim.x ? want : gridDim.x;
+    if (blockIdx.x >= grid) return;
+    u0 = blockIdx.x * units / grid;
+    u1 = (blockIdx.x + 1) * units / grid;
+  }
+}
+
 // grid: 1-D. kModeAtomic: persistent (occupancy x SMs, or fewer), each CTA a
 // balanced range of the real units (at least kMinUnitsPerCta each: CTAs past
 // that many leave at once). kModeSplit: splits CTAs per segment of the upper
@@ -148,23 +171,9 @@ __global__ void __launch_bounds__(kThreads, moe_min_ctas(MT, FOLD)) gemm_kernel(
 
   constexpr int BM = 16 * MT;
   const int blocks = *p.num_post_pad / BM;
-  const long long segments = static_cast<long long>(p.quads) * blocks;
   long long u0, u1;
   int split = 0;
-  if (p.mode == kModeSplit) {
-    const long long seg = blockIdx.x / p.splits;
-    split = static_cast<int>(blockIdx.x - seg * p.splits);
-    if (seg >= segments) return;
-    u0 = seg * p.kblocks + static_cast<long long>(split) * p.kblocks / p.splits;
-    u1 = seg * p.kblocks + static_cast<long long>(split + 1) * p.kblocks / p.splits;
-  } else {
-    const long long units = segments * p.kblocks;
-    const long long want = (units + decode::kMinUnitsPerCta - 1) / decode::kMinUnitsPerCta;
-    const long long grid = want < gridDim.x ? want : gridDim.x;
-    if (blockIdx.x >= grid) return;
-    u0 = blockIdx.x * units / grid;
-    u1 = (blockIdx.x + 1) * units / grid;
-  }
+  cta_units(p, blocks, u0, u1, split);
   const int n = static_cast<int>(u1 - u0);
   if (n <= 0) return;
   const decode::detail::UnitPos pos0 = decode::detail::unit_pos(u0, p.kblocks, blocks);

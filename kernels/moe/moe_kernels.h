@@ -8,6 +8,7 @@
 //                    by local expert -> sorted_ids / expert_ids / num_post_pad;
 //                    CTAs 1..: zero the fp32 accumulators, gather act-order x.
 //   gemm_kernel      (moe_gemm.cuh)   w13: h[slot] (+)= x[row(slot)] @ W13[e]^T
+//                    (blocks of 8: swap_gemm_kernel, moe_swap.cuh)
 //   act_kernel       (moe_act.cuh)    a[slot] = act(h[slot, gate]) * h[slot, up]
 //   gemm_kernel      (moe_gemm.cuh)   w2: y32[token] += w * (a[slot] @ W2[e]^T)
 //   finalize_kernel  (moe_act.cuh)    y = round(y32), or the ordered sum of
@@ -19,6 +20,10 @@
 namespace swordfish {
 namespace moe {
 
+// Rows per block of the swapped-operand expert GEMM (moe_swap.cuh: the block's
+// tokens are the n8 operand); gemm_kernel's blocks are 16 MT rows.
+inline constexpr int kSwapBlockM = 8;
+
 // Epilogue modes of the expert GEMM.
 enum GemmMode : int {
   kModeAtomic = 0,  // persistent balanced split of the flat units; red.global.add.v2.f32 into out
@@ -27,7 +32,7 @@ enum GemmMode : int {
 };
 
 // The expert GEMM: out (+)= rows(x) @ W[e]^T over token-sorted blocks of
-// 16 MT rows. Field names K .. fold_mask are the ones decode::mainloop reads.
+// 16 MT rows (or kSwapBlockM). Field names K .. fold_mask are the ones decode::mainloop reads.
 struct GemmParams {
   const uint16_t* x;           // activation rows: row r of the GEMM is x[(slot / row_div) * K ..]
   const uint8_t* packed;       // (E, N / 64, K / block_k, 2048 B)
@@ -68,6 +73,11 @@ struct KernelHandle {
 // x FOLD (MT = 1 only; null handle otherwise).
 KernelHandle gemm_handle_int4(bool bf16, int mt, bool zeros, bool fold);
 KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold);
+
+// The swapped-operand instances (moe_swap.cuh, blocks of kSwapBlockM rows):
+// dtype x zero points x FOLD.
+KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold);
+KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold);
 
 }  // namespace moe
 }  // namespace swordfish

@@ -15,6 +15,10 @@
 //             splits = the SM slots over the upper-bound segments (1 .. k-blocks
 //             / kMinUnitsPerCta, fp32 planes <= kMaxPartialBytes), one CTA per
 //             (segment, split).
+//   kernel    block_m 16 / 32: gemm_kernel MT = 1 / 2 (moe_gemm.cuh); block_m
+//             8 (kSwapBlockM): swap_gemm_kernel (moe_swap.cuh, the block's
+//             tokens as the n8 operand), at few tokens per expert (the
+//             dispatcher's table, kernels/dispatch/moe_sm90.hpp).
 //   FOLD      at MT = 1 where the dense decode kernel folds (group >= 64,
 //             channelwise, int8).
 //   workspace [sorted_ids][expert_ids][num_post_pad][slot_expert][xg: act-order]
@@ -94,6 +98,7 @@ struct GemmPlan {
 
 struct Plan {
   int bm = 16, mt = 1;
+  bool swap = false;  // bm == kSwapBlockM: swap_gemm_kernel (moe_swap.cuh)
   long long slots = 0, max_blocks = 0;
   bool gather = false;
   GemmPlan g13, g2;
@@ -114,10 +119,14 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   g->fold = pl.mt == 1 && (w.channelwise || p.bits == 8 || w.group >= 64);
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = w.zeros != nullptr;
-  g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold)
-                          : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
+  if (pl.swap) {
+    g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold) : swap_handle_int8(bf16, zeros, g->fold);
+  } else {
+    g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold)
+                            : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
+  }
   if (g->kernel.fn == nullptr) {
-    *err = "moe: no expert GEMM instance for MT = " + str(pl.mt);
+    *err = "moe: no expert GEMM instance for block_m = " + str(pl.bm);
     return false;
   }
   g->occupancy = occupancy(g->kernel, p.device, err);
@@ -144,7 +153,8 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
 
 bool make_plan(const MoeProblem& p, int block_m, Plan* pl, std::string* err) {
   pl->bm = block_m;
-  pl->mt = block_m / 16;
+  pl->swap = block_m == kSwapBlockM;
+  pl->mt = pl->swap ? 1 : block_m / 16;
   pl->slots = static_cast<long long>(p.T) * p.top_k;
   pl->max_blocks = (pl->slots + std::min<long long>(p.E, pl->slots) * (block_m - 1)) / block_m;
   pl->gather = p.w13.perm != nullptr;
@@ -256,7 +266,8 @@ long long elem_grid(long long items, int sm_count) {
 }  // namespace
 
 std::string can_align(long long slots, int experts, int block_m, int cc_major) {
-  if (block_m != 16 && block_m != 32) return "moe: block_m must be 16 or 32, got block_m = " + str(block_m);
+  if (block_m != kSwapBlockM && block_m != 16 && block_m != 32)
+    return "moe: block_m must be 8, 16 or 32, got block_m = " + str(block_m);
   if (experts <= 0) return "moe: the number of experts must be positive, got E = " + str(experts);
   if (slots < 0) return "moe: T * top_k must be >= 0, got " + str(slots);
   if (sorted_len(slots, experts, block_m) > kIntMax)
@@ -344,7 +355,7 @@ std::string describe(const MoeProblem& p, int block_m) {
            str(g.occupancy) + (g.fold ? " fold" : "") + "]";
   };
   return "moe fused int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " block_m=" +
-         str(pl.bm) + " max_blocks=" + str(pl.max_blocks) + " mode=" + (p.deterministic ? "split" : "atomic") +
+         str(pl.bm) + (pl.swap ? " swap" : "") + " max_blocks=" + str(pl.max_blocks) + " mode=" + (p.deterministic ? "split" : "atomic") +
          gemm("w13", pl.g13) + gemm("w2", pl.g2) + " align_grid=" + str(pl.align_grid) +
          " act_order=" + str(pl.gather ? 1 : 0) + str(p.w2.perm != nullptr ? 1 : 0) + " pdl=" + str(pl.pdl ? 1 : 0);
 }
