@@ -1,6 +1,7 @@
 // MoE table for Hopper (sm90: H100, H200). The dense crossover sits inside the
-// bracket the H200 run measured (benchmarks/RESULTS.md [moe]); the block size
-// threshold comes from the kernel's structure, not timed on its own.
+// bracket the H200 run measured, the 8-row threshold inside the H100 run's
+// (benchmarks/RESULTS.md [moe]); the 32-row threshold comes from the kernel's
+// structure, not timed on its own.
 #pragma once
 
 #include "kernels/dispatch/moe_heuristics.hpp"
@@ -10,7 +11,7 @@ namespace dispatch {
 namespace moe_heuristics {
 
 inline constexpr MoeTable kMoeSm90 = {
-    "sm90 (dense crossover within the H200 run's bracket; block size unmeasured)",
+    "sm90 (dense crossover within the H200 run's bracket; 8-row blocks timed on an H100; 32-row blocks unmeasured)",
     // 16: from here the average expert fills an m16 block, so 32-row blocks stream each expert's weights
     //     half as often; below, the second m16 tile is mostly padding (MMA and ldmatrix work, no bytes saved)
     /*block32_min_avg_tokens=*/16,
@@ -18,8 +19,9 @@ inline constexpr MoeTable kMoeSm90 = {
     //      to 96 routed tokens per expert (DeepSeek-V2-Lite, T = 1024) and dense faster from 256 (all four
     //      models); no point fell between, and auto was within 3% of the faster path at all 28 points
     /*dense_min_avg_tokens=*/128,
-    // 8: PROVISIONAL (not yet timed): below, most 16-row blocks hold a few real rows, which the 8-row
-    //    swapped-operand kernel (moe_swap.cuh) serves with half the MMA work, as dense decode at M <= 8
+    // 8: the H100 run of 2026-12-07-c (benchmarks/RESULTS.md [moe]): 8-row blocks on the swapped-operand
+    //    kernel (moe_swap.cuh) were 1.07-1.16x faster than 16-row blocks at every point up to 6 routed tokens
+    //    per expert (14 of 14, four models) and slower from 8 (1.07x at 8, 1.17x at 8.5, 1.5x at 12)
     /*block16_min_avg_tokens=*/8,
 };
 
