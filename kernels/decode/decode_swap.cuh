@@ -4,7 +4,10 @@
 // cp.async ring, evict_first weight stream and epilogue modes as
 // decode_gemm.cuh; only the MMA roles change. At int4 M >= kSwapShareMinM
 // (SHARE) the activations are staged once per CTA, as gemm_kernel's
-// kShareActs does: one CTA ring, a barrier per unit.
+// kShareActs does: one CTA ring, a barrier per unit. The loop itself is
+// swap_mainloop over a token source (below): swap_kernel's source is rows of
+// x, the fused-MoE 8-row blocks' (kernels/moe/moe_swap.cuh) a token-sorted
+// block of one expert.
 //
 // The weight is the A operand (m16 = 16 output columns), the activations the
 // B operand (n8 = up to 8 tokens). Format v1 needs no shuffles for it: for
