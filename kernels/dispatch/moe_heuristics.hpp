@@ -66,7 +66,8 @@ inline constexpr MoeTable kMoeConservative = {
 
 static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeConservative, 16, 1) == 32,
               "the block rule switches at the threshold");
-static_assert(block_m_for(MoeTable{"", 16, kNever, 4}, 31, 8) == 8 && block_m_for(MoeTable{"", 16, kNever, 4}, 32, 8) == 16,
+inline constexpr MoeTable kBlock8Example = {"", 16, kNever, 4};
+static_assert(block_m_for(kBlock8Example, 31, 8) == 8 && block_m_for(kBlock8Example, 32, 8) == 16,
               "8-row blocks below block16_min_avg_tokens");
 static_assert(block_m_for(kMoeConservative, 0, 8) == 16, "0 never picks 8-row blocks");
 static_assert(choose(kMoeConservative, 1 << 20, 8, true).path == kPathFused, "kNever never picks dense");

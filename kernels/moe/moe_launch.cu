@@ -355,7 +355,8 @@ std::string describe(const MoeProblem& p, int block_m) {
            str(g.occupancy) + (g.fold ? " fold" : "") + "]";
   };
   return "moe fused int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " block_m=" +
-         str(pl.bm) + (pl.swap ? " swap" : "") + " max_blocks=" + str(pl.max_blocks) + " mode=" + (p.deterministic ? "split" : "atomic") +
+         str(pl.bm) + (pl.swap ? " swap" : "") + " max_blocks=" + str(pl.max_blocks) +
+         " mode=" + (p.deterministic ? "split" : "atomic") +
          gemm("w13", pl.g13) + gemm("w2", pl.g2) + " align_grid=" + str(pl.align_grid) +
          " act_order=" + str(pl.gather ? 1 : 0) + str(p.w2.perm != nullptr ? 1 : 0) + " pdl=" + str(pl.pdl ? 1 : 0);
 }
