@@ -841,6 +841,72 @@ def test_scale_columns_from_ldmatrix_trans():
     assert torch.equal(cols, (8 * torch.arange(8)[None, :] + (LANES >> 2)[:, None]).double())
 
 
+class SwapRegisters:
+    """One warp's registers in decode_swap.cuh swap_mainloop: acc / raw (4 m16 tiles x 32 lanes x 4) and the
+    FOLD row sums, with the loop's consume (MMAs of one staged unit), fold (once per scale group) and the
+    flush's exchange (detail::token_pairs)."""
+
+    def __init__(self, bits, dtype, fold, row_sums, offset, gshift):
+        self.bits, self.dtype, self.fold_on, self.row_sums, self.offset, self.gshift = (bits, dtype, fold, row_sums,
+                                                                                       offset, gshift)
+        self.acc = torch.zeros(4, 32, 4, dtype=torch.float64)
+        self.raw = torch.zeros(4, 32, 4, dtype=torch.float64)
+        self.xsum = torch.zeros(32, 4, dtype=torch.float64)
+        self.ones_a = torch.ones(32, 4, 2, dtype=torch.float64)
+
+    def consume(self, wv, act, srows):
+        """The unit's MMAs: wv the lanes' weight words (4, 32, 4), act the staged activations (NS / 2, 32, 8),
+        srows the scale (+ zero-point) rows of this lane's columns."""
+        bits, NS = self.bits, fmt.block_k(self.bits) // 16
+        xb = [_ldmatrix_x4(act[h]) for h in range(NS // 2)]
+        for sl in range(NS):
+            row = 1 if (bits == 4 and sl >= 2 and self.gshift == 5) else 0
+            sp = _expand(*srows[row][:2])
+            zp = None if srows[row][2] is None else _expand(*srows[row][2])
+            bfr = xb[sl // 2][:, 2 * (sl % 2): 2 * (sl % 2) + 2]  # (32, 2 regs, 2 halves)
+            if self.fold_on and self.row_sums:
+                _mma(self.xsum, self.ones_a, bfr)
+            for m in range(4):
+                regs = _swap_a_pairs(bits, wv, sl, m)
+                if self.fold_on:
+                    a = torch.stack([r.to(torch.float64) + self.offset for r in regs], 1)
+                    _mma(self.raw[m], a, bfr)
+                else:
+                    a = []
+                    for i, r in enumerate(regs):  # rows g (a0, a2): tile 2m; rows g + 8 (a1, a3): tile 2m + 1
+                        c = 2 * m + (i & 1)
+                        v = r.to(torch.float64) * sp[:, c][:, None] + (0 if zp is None else zp[:, c][:, None])
+                        a.append(_round(v, self.dtype))
+                    _mma(self.acc[m], torch.stack(a, 1), bfr)
+
+    def fold(self, srows):
+        """FOLD: acc += s * (raw - offset * xsum) (+ z * xsum) with the group's scale row."""
+        sp = _expand(*srows[0][:2])
+        zp = None if srows[0][2] is None else _expand(*srows[0][2])
+        for m in range(4):
+            for i in range(4):
+                c = 2 * m + i // 2
+                self.acc[m, :, i] += sp[:, c] * (self.raw[m, :, i] - self.offset * self.xsum[:, i])
+                if zp is not None:
+                    self.acc[m, :, i] += zp[:, c] * self.xsum[:, i]
+        self.raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
+        self.xsum.zero_()
+
+    def token_pairs(self):
+        """detail::token_pairs: (token of each lane, v[m][h] = (columns 16 m + 8 h + (g & ~1), + 1) per lane);
+        acc cleared."""
+        g, t = LANES // 4, LANES % 4
+        odd = (g & 1).bool()
+        v = [[None, None] for _ in range(4)]
+        for m in range(4):
+            for h in range(2):
+                lo, hi = self.acc[m, :, 2 * h], self.acc[m, :, 2 * h + 1]
+                other = torch.where(odd, lo, hi)[LANES ^ 4]  # shfl.bfly 4
+                v[m][h] = (torch.where(odd, other, lo).clone(), torch.where(odd, hi, other).clone())
+        self.acc.zero_()
+        return 2 * t + odd.long(), v
+
+
 def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, grid, mode="atomic"):
     """y (M, N) float64 as decode_swap.cuh computes it (M <= 8). Tokens >= M are NaN in the staged
     activations (the kernel leaves them zero): a leak into a stored output shows up as NaN."""
@@ -863,9 +929,7 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
     zflat = None if zeros is None else zeros.to(torch.float64).reshape(-1)
     y, filled, partial = _outputs(M, N, mode, bias, KB, units, grid)
     x_tok, x_col = LANES & 7, (LANES >> 3) * 8
-    g, t = LANES // 4, LANES % 4
-    odd = (g & 1).bool()
-    ones_a = torch.ones(32, 4, 2, dtype=torch.float64)
+    g = LANES // 4
 
     for b in range(grid):
         cta_u0, cta_u1 = _cta_units(b, mode, grid, units, KB)
@@ -900,68 +964,33 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
                 if p_kb == KB:
                     p_kb, p_q = 0, p_q + 1
 
-            acc = torch.zeros(4, 32, 4, dtype=torch.float64)
-            raw = torch.zeros(4, 32, 4, dtype=torch.float64)
-            xsum = torch.zeros(32, 4, dtype=torch.float64)
+            regs = SwapRegisters(bits, dtype, fold, row_sums, offset, gshift)
             seg_left, c_q, c_kb = min(KB - kb0, n), q0, kb0
             for it in range(n):
                 wv, act, srows = stages[it]
-                xb = [_ldmatrix_x4(act[h]) for h in range(NS // 2)]
-                for sl in range(NS):
-                    row = 1 if (bits == 4 and sl >= 2 and gshift == 5) else 0
-                    sp = _expand(*srows[row][:2])
-                    zp = None if srows[row][2] is None else _expand(*srows[row][2])
-                    bfr = xb[sl // 2][:, 2 * (sl % 2): 2 * (sl % 2) + 2]  # (32, 2 regs, 2 halves)
-                    if fold and row_sums:
-                        _mma(xsum, ones_a, bfr)
-                    for m in range(4):
-                        regs = _swap_a_pairs(bits, wv, sl, m)
-                        if fold:
-                            a = torch.stack([r.to(torch.float64) + offset for r in regs], 1)
-                            _mma(raw[m], a, bfr)
-                        else:
-                            a = []
-                            for i, r in enumerate(regs):  # rows g (a0, a2): tile 2m; rows g + 8 (a1, a3): tile 2m + 1
-                                c = 2 * m + (i & 1)
-                                v = r.to(torch.float64) * sp[:, c][:, None] + (0 if zp is None else zp[:, c][:, None])
-                                a.append(_round(v, dtype))
-                            _mma(acc[m], torch.stack(a, 1), bfr)
+                regs.consume(wv, act, srows)
                 if fold:
                     group_end = ((c_kb + 1) & fold_mask) == 0
                     c_kb = 0 if c_kb + 1 == KB else c_kb + 1
                     if group_end or seg_left == 1:
-                        sp = _expand(*srows[0][:2])
-                        zp = None if srows[0][2] is None else _expand(*srows[0][2])
-                        for m in range(4):
-                            for i in range(4):
-                                c = 2 * m + i // 2
-                                acc[m, :, i] += sp[:, c] * (raw[m, :, i] - offset * xsum[:, i])
-                                if zp is not None:
-                                    acc[m, :, i] += zp[:, c] * xsum[:, i]
-                        raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
-                        xsum.zero_()
+                        regs.fold(srows)
                 seg_left -= 1
                 if seg_left == 0 and mode == "atomic" and M >= SWAP_RUNS_MIN_M:
-                    _swap_runs(y, acc, (4 * c_q + warp) * 64, M)
-                    acc.zero_()
+                    _swap_runs(y, regs.acc, (4 * c_q + warp) * 64, M)
+                    regs.acc.zero_()
                     c_q += 1
                     seg_left = min(KB, n - it - 1)
                 elif seg_left == 0:
-                    tok = 2 * t + odd.long()
+                    tok, v = regs.token_pairs()
                     colv = (4 * c_q + warp) * 64 + (g & ~1)
                     for m in range(4):
                         for h in range(2):
-                            lo, hi = acc[m, :, 2 * h], acc[m, :, 2 * h + 1]
-                            send = torch.where(odd, lo, hi)
-                            other = send[LANES ^ 4]  # shfl.bfly 4
-                            v0s, v1s = torch.where(odd, other, lo), torch.where(odd, hi, other)
                             for lane in range(32):
                                 if tok[lane] >= M:
                                     continue
                                 rr, cc = int(tok[lane]), int(colv[lane]) + 16 * m + 8 * h
                                 _store_pair(mode, y, filled, partial, bias, _piece(mode, b, c_q, KB, units, grid),
-                                            rr, cc, v0s[lane].item(), v1s[lane].item())
-                    acc.zero_()
+                                            rr, cc, v[m][h][0][lane].item(), v[m][h][1][lane].item())
                     c_q += 1
                     seg_left = min(KB, n - it - 1)
     return _finish(mode, y, filled, partial, bias, KB, units, grid, SWAP_MAX_M)
