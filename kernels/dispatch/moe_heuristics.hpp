@@ -61,7 +61,7 @@ inline constexpr MoeTable kMoeConservative = {
     "conservative (no MoE measurements for this architecture)",
     /*block32_min_avg_tokens=*/16,  // 16: the Hopper rule (moe_sm90.hpp); nothing measured here
     /*dense_min_avg_tokens=*/kNever,  // kNever: _grouped_mm's fast kernels are sm90 / sm100 ones
-    /*block16_min_avg_tokens=*/0,     // 0: 16-row blocks at any average (the 8-row kernel is timed on sm90 only)
+    /*block16_min_avg_tokens=*/8,     // 8: the Hopper rule (moe_sm90.hpp), as dense decode's M <= 8 swap kernel
 };
 
 static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeConservative, 16, 1) == 32,
@@ -69,7 +69,7 @@ static_assert(block_m_for(kMoeConservative, 15, 1) == 16 && block_m_for(kMoeCons
 inline constexpr MoeTable kBlock8Example = {"", 16, kNever, 4};
 static_assert(block_m_for(kBlock8Example, 31, 8) == 8 && block_m_for(kBlock8Example, 32, 8) == 16,
               "8-row blocks below block16_min_avg_tokens");
-static_assert(block_m_for(kMoeConservative, 0, 8) == 16, "0 never picks 8-row blocks");
+static_assert(block_m_for(MoeTable{"", 16, kNever, 0}, 0, 8) == 16, "0 never picks 8-row blocks");
 static_assert(choose(kMoeConservative, 1 << 20, 8, true).path == kPathFused, "kNever never picks dense");
 
 }  // namespace moe_heuristics

@@ -14,6 +14,8 @@ inline constexpr MoeTable kMoeSm100 = {
     /*block32_min_avg_tokens=*/16,
     // 128: the Hopper value (moe_sm90.hpp); the write-up hands high tokens per expert to this path too
     /*dense_min_avg_tokens=*/128,
+    // 8: the Hopper value (moe_sm90.hpp): below it most 16-row blocks hold a few real rows, on any mma.sync GPU
+    /*block16_min_avg_tokens=*/8,
 };
 
 }  // namespace moe_heuristics
