@@ -372,7 +372,7 @@ def format_table(doc: dict) -> str:
         lines.append("")
         lines.append(f"{model} {layer}  (K={K}, N={N})")
         head = f"{'M':>6}  {'path':<8}{'us':>9}{'TFLOP/s':>9}{'wGB/s':>8}{'xcuBLAS':>8}{'%roof':>6} |"
-        head += _impl_head(others) + peer_head(peer_names)
+        head += impl_head(others) + peer_head(peer_names)
         lines.append(head)
         ms = sorted({r["M"] for r in rows if (r["model"], r["layer"]) == (model, layer)})
         for M in ms:
@@ -443,7 +443,8 @@ def _cell_width(name: str) -> int:
     return max(9, len(name) + 2)
 
 
-def _impl_head(impls: list) -> str:
+def impl_head(impls: list) -> str:
+    """The header cells of the impl columns (bench --moe's table too), each _cell_width wide."""
     return "".join(f"{name:>{_cell_width(name)}}" for name in impls)
 
 

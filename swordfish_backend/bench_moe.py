@@ -205,7 +205,7 @@ def format_table(doc: dict) -> str:
         r0 = mine[0]
         lines += ["", f"{model}  (E={r0['E']}, top-{r0['top_k']}, H={r0['H']}, I={r0['I']})"]
         lines.append(f"{'T':>6} {'experts':>7}  {'path':<7}{'us':>9}{'%roof':>6}{'xtorch':>7} |"
-                     + bench._impl_head(others) + bench.peer_head(peer_names))
+                     + bench.impl_head(others) + bench.peer_head(peer_names))
         for T in sorted({r["T"] for r in mine}):
             auto = by_key.get((model, T, "auto"))
             touched = next((r["touched_experts"] for r in mine if r["T"] == T), 0.0)

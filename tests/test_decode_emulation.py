@@ -879,6 +879,17 @@ class SwapRegisters:
                         a.append(_round(v, self.dtype))
                     _mma(self.acc[m], torch.stack(a, 1), bfr)
 
+    def unit(self, stage, kb, seg_last, KB, fold_mask):
+        """The loop's step for one unit: consume stage = (wv, act, srows) at k-block kb, and under FOLD fold
+        at a group's end or the segment's last unit (seg_last). Returns the next unit's k-block."""
+        wv, act, srows = stage
+        self.consume(wv, act, srows)
+        if not self.fold_on:
+            return kb
+        if ((kb + 1) & fold_mask) == 0 or seg_last:
+            self.fold(srows)
+        return 0 if kb + 1 == KB else kb + 1
+
     def fold(self, srows):
         """FOLD: acc += s * (raw - offset * xsum) (+ z * xsum) with the group's scale row."""
         sp = _expand(*srows[0][:2])
@@ -967,13 +978,7 @@ def emulate_swap(x, packed, scales, zeros, bias, *, bits, group, channelwise, dt
             regs = SwapRegisters(bits, dtype, fold, row_sums, offset, gshift)
             seg_left, c_q, c_kb = min(KB - kb0, n), q0, kb0
             for it in range(n):
-                wv, act, srows = stages[it]
-                regs.consume(wv, act, srows)
-                if fold:
-                    group_end = ((c_kb + 1) & fold_mask) == 0
-                    c_kb = 0 if c_kb + 1 == KB else c_kb + 1
-                    if group_end or seg_left == 1:
-                        regs.fold(srows)
+                c_kb = regs.unit(stages[it], c_kb, seg_left == 1, KB, fold_mask)
                 seg_left -= 1
                 if seg_left == 0 and mode == "atomic" and M >= SWAP_RUNS_MIN_M:
                     _swap_runs(y, regs.acc, (4 * c_q + warp) * 64, M)

@@ -125,13 +125,7 @@ def emulate_moe_swap(x, packed, scales, zeros, sorted_ids, expert_ids, npp, *, n
             regs = de.SwapRegisters(bits, dtype, fold, row_sums, offset, gshift)
             seg_left, c_q, c_b, c_kb = min(KB - kb0, n), q0, b0, kb0
             for it in range(n):
-                wv, act, srows = stages[it]
-                regs.consume(wv, act, srows)
-                if fold:
-                    group_end = ((c_kb + 1) & fold_mask) == 0
-                    c_kb = 0 if c_kb + 1 == KB else c_kb + 1
-                    if group_end or seg_left == 1:
-                        regs.fold(srows)
+                c_kb = regs.unit(stages[it], c_kb, seg_left == 1, KB, fold_mask)
                 seg_left -= 1
                 if seg_left:
                     continue

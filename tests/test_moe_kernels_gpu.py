@@ -370,7 +370,7 @@ def test_expert_map(T):
 @pytest.mark.parametrize("T,block", [(4, "block_m=8 swap"), (30, "block_m=8 swap"), (40, "block_m=16 "),
                                      (64, "block_m=32 ")])
 def test_block_size_follows_the_table(T, block, monkeypatch, capfd):
-    """Top-2 of 8 experts: T / 4 routed tokens per expert on average; below moe_sm90.hpp's
+    """Top-2 of 8 experts: T / 4 routed tokens per expert on average; below the MoE tables'
     block16_min_avg_tokens (8) the 8-row swapped-operand kernel runs, then 16- and 32-row blocks. Named by
     the SWORDFISH_DEBUG line, checked against the reference; skewed routing puts most slots on two
     experts, so blocks hold 8 real rows and a padded tail."""

@@ -132,7 +132,7 @@ SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::
   // activation slice first, then the warps' weight slots (wslot).
   const uint32_t ring = ptx::smem_u32(smem) + static_cast<uint32_t>(SHARE ? 0 : warp * S * L.bytes);
   const uint32_t wslot = SHARE ? static_cast<uint32_t>(C.warp_offset + warp * C.warp_bytes) : 0u;
-  // Activation slots start as zeros (tokens >= M are never copied). Shared: other
+  // Activation slots start as zeros (a token the source does not copy). Shared: other
   // warps copy into what this one zeroes, so a barrier separates the two.
   if constexpr (SHARE) {
     detail::zero_ring<S, NX * 512, kThreads>(ring, STRIDE, threadIdx.x);

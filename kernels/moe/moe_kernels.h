@@ -52,7 +52,7 @@ struct GemmParams {
   int quads;                   // ceil(ncols / 4)
   int gshift;                  // log2(group); 31 channelwise
   int fold_mask;               // FOLD instances (decode::Params)
-  int evict_first;             // 1: each expert's weights are read by one block (T * top_k <= 16 MT)
+  int evict_first;             // 1: each expert's weights are read by one block (T * top_k <= block_m)
   int num_slots;               // T * top_k: sorted ids >= this are padding
   int num_experts;             // E: expert ids outside [0, E) are skipped
   int row_div;                 // x row of a slot: slot / row_div (w13: top_k; act-order / w2: 1)

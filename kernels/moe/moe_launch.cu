@@ -18,7 +18,7 @@
 //   kernel    block_m 16 / 32: gemm_kernel MT = 1 / 2 (moe_gemm.cuh); block_m
 //             8 (kSwapBlockM): swap_gemm_kernel (moe_swap.cuh, the block's
 //             tokens as the n8 operand), at few tokens per expert (the
-//             dispatcher's table, kernels/dispatch/moe_sm90.hpp).
+//             MoE tables, kernels/dispatch/moe_heuristics.hpp).
 //   FOLD      at MT = 1 where the dense decode kernel folds (group >= 64,
 //             channelwise, int8).
 //   workspace [sorted_ids][expert_ids][num_post_pad][slot_expert][xg: act-order]

@@ -48,8 +48,8 @@ std::tuple<Tensor, Tensor, Tensor> moe_align(Tensor topk_ids, int64_t num_expert
   constexpr const char* op = "moe_align";
   check_ids(op, topk_ids);
   check_map(op, expert_map, topk_ids);
-  // the block sizes themselves: moe_align_check below (moe::can_align)
-  SF_CHECK(block_m > 0 && fits_int(block_m), op, "block_m must be 8, 16 or 32, got ", block_m);
+  // fits before the int cast; which sizes the sort takes is moe_align_check's (moe::can_align) to say
+  SF_CHECK(fits_int(block_m), op, "block_m must be a non-negative int32, got ", block_m);
   SF_CHECK(num_experts >= 1 && fits_int(num_experts), op, "num_experts must be a positive int32, got ", num_experts);
   const int64_t slots = topk_ids.size(0) * topk_ids.size(1);
   const int32_t device = topk_ids.get_device_index();

@@ -49,7 +49,9 @@ MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
 # architecture that MOE_AUTO_SELECT leaves off: the ones timed faster than
 # vLLM's Marlin MoE. sm90: int4 group 128 without zero points (GPTQ /
 # compressed-tensors), faster at all 28 points of the H200 run (4 models,
-# T 1-4096, 1.03-2.16x; benchmarks/baselines/h200/bench_moe.txt). int8, AWQ
+# T 1-4096, 1.03-2.16x; benchmarks/baselines/h200/bench_moe.txt) and at 25 of
+# 28 on an H100 (level at one, 0.95-0.96x at T 4096 on two fine-grained models;
+# benchmarks/baselines/h100/bench_moe.txt). int8, AWQ
 # zero points and other groups run the same kernels, untimed against Marlin
 # MoE: opt-in with --moe-backend swordfish.
 MOE_AUTO_FORMATS = {9: frozenset({(4, False, 128)})}
