@@ -1,7 +1,6 @@
 // MoE table for Hopper (sm90: H100, H200). The dense crossover sits inside the
 // bracket the H200 run measured, the 8-row threshold inside the H100 run's
-// (benchmarks/RESULTS.md [moe]); the 32-row threshold comes from the kernel's
-// structure, not timed on its own.
+// (benchmarks/RESULTS.md [moe]), the 32-row threshold inside a second H100 run's.
 #pragma once
 
 #include "kernels/dispatch/moe_heuristics.hpp"
@@ -11,9 +10,10 @@ namespace dispatch {
 namespace moe_heuristics {
 
 inline constexpr MoeTable kMoeSm90 = {
-    "sm90 (dense crossover within the H200 run's bracket; 8-row blocks timed on an H100; 32-row blocks unmeasured)",
+    "sm90 (dense crossover within the H200 run's bracket; 8-row and 32-row blocks timed on an H100)",
     // 16: from here the average expert fills an m16 block, so 32-row blocks stream each expert's weights
-    //     half as often; below, the second m16 tile is mostly padding (MMA and ldmatrix work, no bytes saved)
+    //     half as often (16-row blocks took 1.16-1.68x the time at 16-128 tokens per expert); from 8 they
+    //     were within +-2.5% of 16-row blocks, either way (RESULTS.md [moe], 2026-12-07-d)
     /*block32_min_avg_tokens=*/16,
     // 128: the H200 run (swordfish bench --moe, benchmarks/baselines/h200/bench_moe.txt) has fused faster up
     //      to 96 routed tokens per expert (DeepSeek-V2-Lite, T = 1024) and dense faster from 256 (all four
