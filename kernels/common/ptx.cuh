@@ -70,6 +70,14 @@ SF_DEVICE void cp_async_4_ca(uint32_t dst, const void* src) {
 // the kernel before it.
 SF_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// Loads through L2 only (ld.global.cg): read before this grid's dependency wait
+// (what an earlier kernel of the chain wrote), no L1 line of an older launch answers.
+SF_DEVICE int ld_cg_s32(const int32_t* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+
 // Close the current group of async copies (one pipeline stage).
 SF_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 

@@ -111,9 +111,13 @@ SF_DEVICE void token_pairs(float (&acc)[4][4], int g, float (&v)[4][2][2]) {
 
 // Units [pos0, pos0 + n) of this warp (lane-local) or CTA (SHARE) through the
 // stage ring; P: K, N, kblocks, ncols, gshift, fold_mask, evict_first.
-template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE, class P, class Src, class Flush>
+// EARLY (lane-local only): the first units' weights and scales are copied
+// before dep_wait(), their activations after it (detail::run_ring_early).
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool SHARE, bool EARLY = false, class P, class Src,
+          class Flush, class Wait = detail::NoWait>
 SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::UnitPos pos0, int n, int lane,
-                             int warp, unsigned char* smem) {
+                             int warp, unsigned char* smem, Wait&& dep_wait = Wait{}) {
+  static_assert(!(EARLY && SHARE), "early weight copies are lane-local only");
   constexpr int S = swap_kernel_stages(BITS, SHARE);
   constexpr StageLayout L = swap_stage_layout(BITS, ZEROS);               // lane-local: one warp's stage
   constexpr SharedStageLayout C = swap_shared_layout(BITS, ZEROS);        // shared: the CTA's stage
@@ -160,17 +164,7 @@ SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::
   };
   seek();
 
-  auto issue = [&](uint32_t st) {
-    detail::issue_weights(st + wslot, p_w, pol, lane);
-    if (src.live()) {
-      if constexpr (SHARE) {
-        ptx::cp_async_16_ca(st + warp * 512 + lane * 16, p_x);
-      } else {
-#pragma unroll
-        for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, p_x + 32 * h);
-      }
-    }
-    src.issue_scales(st + wslot + SCALES, st + wslot + ZPS, p_kb * BK, p_scol, two_rows, lane);
+  auto advance = [&]() {
     p_w += kUnitBytes;  // unconditional: seek() overwrites both at a segment change
     p_x += BK;
     if (++p_kb == p.kblocks) {
@@ -181,6 +175,20 @@ SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::
       }
       seek();
     }
+  };
+  auto issue_x = [&](uint32_t st, const uint16_t* px) {
+    if constexpr (SHARE) {
+      ptx::cp_async_16_ca(st + warp * 512 + lane * 16, px);
+    } else {
+#pragma unroll
+      for (int h = 0; h < NX; ++h) ptx::cp_async_16_ca(st + L.act_offset + h * 512 + lane * 16, px + 32 * h);
+    }
+  };
+  auto issue = [&](uint32_t st) {
+    detail::issue_weights(st + wslot, p_w, pol, lane);
+    if (src.live()) issue_x(st, p_x);
+    src.issue_scales(st + wslot + SCALES, st + wslot + ZPS, p_kb * BK, p_scol, two_rows, lane);
+    advance();
   };
 
   // ---- consumer. acc[m]: m16 tile m = output columns 16 m .. 16 m + 15 of the warp's column.
@@ -312,7 +320,7 @@ SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::
   int c_kb = pos0.kb;
   // (shared: one CTA barrier per unit; a warp past the last column keeps the
   // barriers and the copies, nothing else)
-  detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, [&](int it, uint32_t cons) {
+  auto step = [&](int it, uint32_t cons) {
     const bool seg_end = --seg_left == 0;
     const bool live = !SHARE || 4 * c_q + warp < p.ncols;
     if (live) {
@@ -335,7 +343,23 @@ SF_DEVICE void swap_mainloop(const P& p, Src& src, Flush&& flush, const detail::
       }
       seg_left = min(p.kblocks, n - it - 1);
     }
-  });
+  };
+  if constexpr (EARLY) {
+    const uint16_t* pre_x[S - 1];
+    bool pre_live[S - 1];
+    auto issue_w = [&](uint32_t st, int s) {
+      detail::issue_weights(st + wslot, p_w, pol, lane);
+      src.issue_scales(st + wslot + SCALES, st + wslot + ZPS, p_kb * BK, p_scol, two_rows, lane);
+      pre_x[s] = p_x;
+      pre_live[s] = src.live();
+      advance();
+    };
+    detail::run_ring_early<S>(n, ring, STRIDE, issue_w, dep_wait, [&](uint32_t st, int s) {
+      if (pre_live[s]) issue_x(st, pre_x[s]);
+    }, issue, step);
+  } else {
+    detail::run_ring<S, SHARE>(n, ring, STRIDE, issue, step);
+  }
 }
 
 // grid, block, modes: as gemm_kernel. dynamic smem: swap_kernel_smem_bytes(BITS, ZEROS, SHARE),

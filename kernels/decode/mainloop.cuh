@@ -262,6 +262,53 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
   }
 }
 
+// dep_wait of a loop with nothing to wait for.
+struct NoWait {
+  SF_DEVICE void operator()() const {}
+};
+
+// Lane-local run_ring whose first S - 1 units copy their weights and scales
+// (issue_w(slot, s)) before dep_wait(), while the kernel before still runs, and
+// their activations (issue_x(slot, s)) after it, in one group that every lane
+// waits for with all earlier ones before the first consume. From there on the
+// ring runs as run_ring's (unit it + S - 1 refills the slot of unit it - 1).
+template <int S, class IssueW, class Wait, class IssueX, class Issue, class Consume>
+SF_DEVICE void run_ring_early(int n, uint32_t ring, uint32_t stride, IssueW&& issue_w, Wait&& dep_wait,
+                              IssueX&& issue_x, Issue&& issue, Consume&& consume) {
+  static_assert(S >= 2, "the ring needs a unit in flight beyond the one consumed");
+  const uint32_t ring_end = ring + S * stride;
+  uint32_t prod = ring, cons = ring;
+  int issued = 0;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (issued < n) {
+      issue_w(prod, s);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += stride;
+  }
+  dep_wait();
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s)
+    if (s < issued) issue_x(ring + s * stride, s);
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  for (int it = 0; it < n; ++it) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += stride;
+    if (prod == ring_end) prod = ring;
+    ptx::cp_async_wait<S - 1>();
+    consume(it, cons);
+    cons += stride;
+    if (cons == ring_end) cons = ring;
+  }
+}
+
 }  // namespace detail
 
 // How a unit's activation tile (MT x 16 rows, BK columns) is copied: NP copy

@@ -70,8 +70,9 @@ SF_DEVICE uint4 pack8(const float (&v)[8]) {
 // grid: any (grid-stride over num_slots x K2 / 8 items); block: any.
 template <bool BF16, int ACT, bool PERM>
 __global__ void act_kernel(const __grid_constant__ ActParams p) {
-  ptx::grid_dependency_wait();
+  // Let w2 launch first: its early weight copies need only the sort, complete before this launch.
   ptx::grid_launch_dependents();
+  ptx::grid_dependency_wait();
   const int i8 = p.K2 / 8;
   const long long items = static_cast<long long>(p.num_slots) * i8;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;

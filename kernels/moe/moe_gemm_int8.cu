@@ -9,7 +9,9 @@ namespace swordfish {
 namespace moe {
 
 KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold) { return handle_for<8>(bf16, mt, zeros, fold); }
-KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold) { return swap_handle_for<8>(bf16, zeros, fold); }
+KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold, bool early) {
+  return swap_handle_for<8>(bf16, zeros, fold, early);
+}
 
 }  // namespace moe
 }  // namespace swordfish

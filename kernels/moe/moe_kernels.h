@@ -76,8 +76,9 @@ KernelHandle gemm_handle_int8(bool bf16, int mt, bool zeros, bool fold);
 
 // The swapped-operand instances (moe_swap.cuh, blocks of kSwapBlockM rows):
 // dtype x zero points x FOLD.
-KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold);
-KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold);
+// early: the w2 instance that copies its first weights before its dependency wait.
+KernelHandle swap_handle_int4(bool bf16, bool zeros, bool fold, bool early);
+KernelHandle swap_handle_int8(bool bf16, bool zeros, bool fold, bool early);
 
 }  // namespace moe
 }  // namespace swordfish

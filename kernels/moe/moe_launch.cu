@@ -56,6 +56,11 @@ namespace {
 constexpr long long kIntMax = INT_MAX;
 constexpr int kElemThreads = 256;  // act / finalize CTAs
 constexpr int kAlignMaxSmem = 200 * 1024;
+// Experiment (branch moe-early): with 8-row blocks the w2 GEMM copies its first units' weights before its
+// dependency wait (swap_gemm_kernel EARLY), and the w13 GEMM takes at most this many CTAs per SM so that
+// w2's CTAs find room to start while it runs.
+constexpr bool kEarlyW2 = true;
+constexpr int kSwapW13CtasPerSm = 2;
 
 std::string str(long long v) { return std::to_string(v); }
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
@@ -110,7 +115,8 @@ struct Plan {
   bool pdl = false;
 };
 
-bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan& pl, GemmPlan* g, std::string* err) {
+bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan& pl, bool is_w2, GemmPlan* g,
+               std::string* err) {
   g->K = K;
   g->N = N;
   g->ncols = N / format::kBlockN;
@@ -120,7 +126,9 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = w.zeros != nullptr;
   if (pl.swap) {
-    g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold) : swap_handle_int8(bf16, zeros, g->fold);
+    const bool early = is_w2 && kEarlyW2;
+    g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold, early)
+                            : swap_handle_int8(bf16, zeros, g->fold, early);
   } else {
     g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold)
                             : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
@@ -131,6 +139,7 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   }
   g->occupancy = occupancy(g->kernel, p.device, err);
   if (g->occupancy == 0) return false;
+  if (pl.swap && !is_w2) g->occupancy = std::min(g->occupancy, kSwapW13CtasPerSm);
   const long long slots = static_cast<long long>(g->occupancy) * p.sm_count;
   const long long segments = static_cast<long long>(g->quads) * pl.max_blocks;
   if (!p.deterministic) {
@@ -159,8 +168,8 @@ bool make_plan(const MoeProblem& p, int block_m, Plan* pl, std::string* err) {
   pl->max_blocks = (pl->slots + std::min<long long>(p.E, pl->slots) * (block_m - 1)) / block_m;
   pl->gather = p.w13.perm != nullptr;
   pl->pdl = p.cc_major >= 9;
-  if (!plan_gemm(p, p.w13, p.H, 2 * p.I, *pl, &pl->g13, err)) return false;
-  if (!plan_gemm(p, p.w2, w2_k(p), p.H, *pl, &pl->g2, err)) return false;
+  if (!plan_gemm(p, p.w13, p.H, 2 * p.I, *pl, false, &pl->g13, err)) return false;
+  if (!plan_gemm(p, p.w2, w2_k(p), p.H, *pl, true, &pl->g2, err)) return false;
 
   const size_t A = 256;
   size_t at = 0;

@@ -45,13 +45,13 @@ struct MoeSwapSource {
   bool x_live = false;
 
   SF_DEVICE void seek(int b, int /*kb*/) {
-    const int e = p.expert_ids[b];
+    const int e = ptx::ld_cg_s32(p.expert_ids + b);  // early (w2): read before the dependency wait
     const bool live = e >= 0 && e < p.num_experts;
     const long long es = live ? e : 0;  // a dead block streams expert 0 and stores nothing
     pk = p.packed + es * p.expert_packed;
     sc = p.scales + es * p.expert_scales;
     if constexpr (ZEROS) zp = p.zeros + es * p.expert_scales;
-    const int slot = p.sorted_ids[kSwapBlockM * b + x_tok];
+    const int slot = ptx::ld_cg_s32(p.sorted_ids + kSwapBlockM * b + x_tok);
     x_live = live && static_cast<unsigned>(slot) < static_cast<unsigned>(p.num_slots);
     row = p.x + static_cast<long long>(x_live ? slot / p.row_div : 0) * p.K;
   }
@@ -102,17 +102,23 @@ struct MoeSwapFlush {
 
 // grid and modes: as gemm_kernel (moe_gemm.cuh), blocks of kSwapBlockM rows.
 // block: kThreads. dynamic smem: decode::swap_kernel_smem_bytes(BITS, ZEROS, false).
-template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+// EARLY (w2, two launches after the sort): the sort's outputs are complete at
+// launch (moe_launch.cu), so each warp copies its first units' weights before
+// the dependency wait, while w13 and act still run; a (w2's input) after it.
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool EARLY>
 __global__ void __launch_bounds__(kThreads, decode::kSwapCtasPerSm)
     swap_gemm_kernel(const __grid_constant__ GemmParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+  auto dep_wait = [] {
+    ptx::grid_dependency_wait();
+    ptx::grid_launch_dependents();
+  };
   // Everything below reads what the kernels before wrote (the sort, x / a).
-  ptx::grid_dependency_wait();
-  ptx::grid_launch_dependents();
+  if constexpr (!EARLY) dep_wait();
 
-  const int blocks = *p.num_post_pad / kSwapBlockM;
+  const int blocks = ptx::ld_cg_s32(p.num_post_pad) / kSwapBlockM;
   long long u0, u1;
   int split = 0;
   cta_units(p, blocks, u0, u1, split);
@@ -124,25 +130,43 @@ __global__ void __launch_bounds__(kThreads, decode::kSwapCtasPerSm)
   const decode::detail::UnitPos pos0 = decode::detail::unit_pos(u0, p.kblocks, blocks);
 
   MoeSwapSource<BITS, ZEROS> src{p, blocks, lane & 7};
-  decode::swap_mainloop<BITS, BF16, ZEROS, FOLD, false>(p, src, MoeSwapFlush<BF16>{p, warp, lane, split}, pos0, n,
-                                                        lane, warp, smem);
+  if constexpr (EARLY) {
+    decode::swap_mainloop<BITS, BF16, ZEROS, FOLD, false, true>(p, src, MoeSwapFlush<BF16>{p, warp, lane, split},
+                                                                pos0, n, lane, warp, smem, dep_wait);
+  } else {
+    decode::swap_mainloop<BITS, BF16, ZEROS, FOLD, false>(p, src, MoeSwapFlush<BF16>{p, warp, lane, split}, pos0,
+                                                          n, lane, warp, smem);
+  }
 }
 
-template <int BITS, bool BF16, bool ZEROS, bool FOLD>
+template <int BITS, bool BF16, bool ZEROS, bool FOLD, bool EARLY>
 KernelHandle make_swap_handle() {
-  return KernelHandle{reinterpret_cast<const void*>(&swap_gemm_kernel<BITS, BF16, ZEROS, FOLD>),
+  return KernelHandle{reinterpret_cast<const void*>(&swap_gemm_kernel<BITS, BF16, ZEROS, FOLD, EARLY>),
                       decode::swap_kernel_smem_bytes(BITS, ZEROS, false)};
 }
 
-// Instances of one bit width (moe_gemm_int4.cu / moe_gemm_int8.cu): dtype x zero points x FOLD.
-template <int BITS>
-KernelHandle swap_handle_for(bool bf16, bool zeros, bool fold) {
+template <int BITS, bool EARLY>
+KernelHandle swap_handle_early(bool bf16, bool zeros, bool fold) {
   if (fold) {
-    if (bf16) return zeros ? make_swap_handle<BITS, true, true, true>() : make_swap_handle<BITS, true, false, true>();
-    return zeros ? make_swap_handle<BITS, false, true, true>() : make_swap_handle<BITS, false, false, true>();
+    if (bf16) {
+      return zeros ? make_swap_handle<BITS, true, true, true, EARLY>()
+                   : make_swap_handle<BITS, true, false, true, EARLY>();
+    }
+    return zeros ? make_swap_handle<BITS, false, true, true, EARLY>()
+                 : make_swap_handle<BITS, false, false, true, EARLY>();
   }
-  if (bf16) return zeros ? make_swap_handle<BITS, true, true, false>() : make_swap_handle<BITS, true, false, false>();
-  return zeros ? make_swap_handle<BITS, false, true, false>() : make_swap_handle<BITS, false, false, false>();
+  if (bf16) {
+    return zeros ? make_swap_handle<BITS, true, true, false, EARLY>()
+                 : make_swap_handle<BITS, true, false, false, EARLY>();
+  }
+  return zeros ? make_swap_handle<BITS, false, true, false, EARLY>()
+               : make_swap_handle<BITS, false, false, false, EARLY>();
+}
+
+// Instances of one bit width (moe_gemm_int4.cu / moe_gemm_int8.cu): dtype x zero points x FOLD x EARLY.
+template <int BITS>
+KernelHandle swap_handle_for(bool bf16, bool zeros, bool fold, bool early) {
+  return early ? swap_handle_early<BITS, true>(bf16, zeros, fold) : swap_handle_early<BITS, false>(bf16, zeros, fold);
 }
 
 }  // namespace moe
