@@ -386,6 +386,24 @@ def test_block_size_follows_the_table(T, block, monkeypatch, capfd):
     assert lines and block in lines[-1], lines
 
 
+@pytest.mark.parametrize("T,k,E", [(1, 8, 128), (4, 2, 8), (30, 2, 8)])
+def test_w2_starts_early(T, k, E, monkeypatch, capfd):
+    """8-row blocks: w2 copies its first weights before its dependency wait (moe_swap.cuh EARLY), reading
+    the sort's outputs while w13 and act still run; the result must not depend on it (poisoned workspace,
+    three routings, both modes)."""
+    monkeypatch.setenv("SWORDFISH_DEBUG", "1")
+    w13, w2 = layer(E)
+    x = xin(T, torch.bfloat16, T)
+    for seed, kind in ((1, "uniform"), (2, "skewed"), (3, "dup")):
+        ids, weights = routing(T, k, E, kind, seed=seed)
+        for det in (0, 1):
+            y = fused(x, w13, w2, weights, ids, deterministic=det)
+            check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"early w2 {kind} det={det}")
+    torch.cuda.synchronize()
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if f"moe T={T} top_k={k} E={E} " in ln]
+    assert lines and all("block_m=8 swap" in ln and " early]" in ln for ln in lines), lines
+
+
 def test_no_token_routed():
     w13, w2 = layer(8)
     x = xin(5, torch.bfloat16)

@@ -95,6 +95,7 @@ std::string weight_reason(const char* name, const MoeWeight& w, int K, int N, in
 struct GemmPlan {
   int K = 0, N = 0, ncols = 0, quads = 0, kblocks = 0;
   bool fold = false;
+  bool early = false;  // w2's swap instance that copies its first weights before its dependency wait
   int occupancy = 0;
   long long grid = 0;
   int splits = 1;
@@ -126,9 +127,9 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = w.zeros != nullptr;
   if (pl.swap) {
-    const bool early = is_w2 && kEarlyW2;
-    g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold, early)
-                            : swap_handle_int8(bf16, zeros, g->fold, early);
+    g->early = is_w2 && kEarlyW2;
+    g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold, g->early)
+                            : swap_handle_int8(bf16, zeros, g->fold, g->early);
   } else {
     g->kernel = p.bits == 4 ? gemm_handle_int4(bf16, pl.mt, zeros, g->fold)
                             : gemm_handle_int8(bf16, pl.mt, zeros, g->fold);
@@ -361,7 +362,7 @@ std::string describe(const MoeProblem& p, int block_m) {
   if (!make_plan(p, block_m, &pl, &why)) return why;
   auto gemm = [](const char* name, const GemmPlan& g) {
     return std::string(" ") + name + "[grid=" + str(g.grid) + " splits=" + str(g.splits) + " occupancy=" +
-           str(g.occupancy) + (g.fold ? " fold" : "") + "]";
+           str(g.occupancy) + (g.fold ? " fold" : "") + (g.early ? " early" : "") + "]";
   };
   return "moe fused int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " block_m=" +
          str(pl.bm) + (pl.swap ? " swap" : "") + " max_blocks=" + str(pl.max_blocks) +
