@@ -218,11 +218,14 @@ SF_DEVICE void zero_ring(uint32_t base, uint32_t stride, int tid) {
 // The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
 // cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
 // unit it (0 .. n - 1) from slot st. S - 1 units are issued before the loop.
-//   SYNC = false (every slot written and read by the same lane): iteration it
-//     issues unit it + S - 1 into the slot consumed at it - 1 (this lane's
-//     reads of it are complete: their values fed the MMAs), commits (empty
-//     groups past the end keep the count uniform) and waits for unit it with
-//     the per-thread cp.async.wait_group. No warp or CTA barrier.
+//   SYNC = false (one warp's slots: each lane copies its own bytes, ldmatrix
+//     reads rows other lanes copied): iteration it issues unit it + S - 1
+//     into the slot consumed at it - 1, commits (empty groups past the end
+//     keep the count uniform) and waits for unit it with the per-thread
+//     cp.async.wait_group. Two __syncwarp per unit, no CTA barrier: one before
+//     the refill (the other lanes' reads of the slot come before this lane's
+//     copies into it), one after the wait (their copies of unit it have landed
+//     before this lane reads them).
 //   SYNC = true (slots some threads fill and others read: kShareActs): wait
 //     for this thread's copies of unit it, then one CTA barrier: after it every
 //     copy of unit it has landed and is visible, and every warp has finished
@@ -248,6 +251,7 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
       ptx::cp_async_wait<S - 2>();
       __syncthreads();
     }
+    if constexpr (!SYNC) __syncwarp();
     if (issued < n) {
       issue(prod);
       ++issued;
@@ -255,7 +259,10 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
     ptx::cp_async_commit();
     prod += stride;
     if (prod == ring_end) prod = ring;
-    if constexpr (!SYNC) ptx::cp_async_wait<S - 1>();
+    if constexpr (!SYNC) {
+      ptx::cp_async_wait<S - 1>();
+      __syncwarp();
+    }
     consume(it, cons);
     cons += stride;
     if (cons == ring_end) cons = ring;
@@ -295,6 +302,7 @@ SF_DEVICE void run_ring_early(int n, uint32_t ring, uint32_t stride, IssueW&& is
   ptx::cp_async_commit();
   ptx::cp_async_wait<0>();
   for (int it = 0; it < n; ++it) {
+    __syncwarp();  // as run_ring's two
     if (issued < n) {
       issue(prod);
       ++issued;
@@ -303,6 +311,7 @@ SF_DEVICE void run_ring_early(int n, uint32_t ring, uint32_t stride, IssueW&& is
     prod += stride;
     if (prod == ring_end) prod = ring;
     ptx::cp_async_wait<S - 1>();
+    __syncwarp();
     consume(it, cons);
     cons += stride;
     if (cons == ring_end) cons = ring;
