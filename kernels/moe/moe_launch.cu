@@ -56,11 +56,6 @@ namespace {
 constexpr long long kIntMax = INT_MAX;
 constexpr int kElemThreads = 256;  // act / finalize CTAs
 constexpr int kAlignMaxSmem = 200 * 1024;
-// Experiment (branch moe-early): with 8-row blocks the w2 GEMM copies its first units' weights before its
-// dependency wait (swap_gemm_kernel EARLY), and the w13 GEMM takes at most this many CTAs per SM so that
-// w2's CTAs find room to start while it runs.
-constexpr bool kEarlyW2 = true;
-constexpr int kSwapW13CtasPerSm = 2;
 
 std::string str(long long v) { return std::to_string(v); }
 long long ceil_div(long long a, long long b) { return (a + b - 1) / b; }
@@ -127,7 +122,7 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   const bool bf16 = p.dtype == DType::kBFloat16;
   const bool zeros = w.zeros != nullptr;
   if (pl.swap) {
-    g->early = is_w2 && kEarlyW2;
+    g->early = is_w2;  // w2 launches two kernels after the sort: its weights need nothing later
     g->kernel = p.bits == 4 ? swap_handle_int4(bf16, zeros, g->fold, g->early)
                             : swap_handle_int8(bf16, zeros, g->fold, g->early);
   } else {
@@ -140,7 +135,6 @@ bool plan_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, const Plan
   }
   g->occupancy = occupancy(g->kernel, p.device, err);
   if (g->occupancy == 0) return false;
-  if (pl.swap && !is_w2) g->occupancy = std::min(g->occupancy, kSwapW13CtasPerSm);
   const long long slots = static_cast<long long>(g->occupancy) * p.sm_count;
   const long long segments = static_cast<long long>(g->quads) * pl.max_blocks;
   if (!p.deterministic) {
