@@ -29,6 +29,8 @@
 #
 # Results: $OUT/gpu_check.log (one line per stage) and $OUT/results.tgz (every stage's files, re-packed
 # after each stage, so a call cut short still returns what it finished; the device returns 8 files).
+# A second run in the same call (cmd1 && cmd2) writes gpu_check-2.log and results-2.tgz, and so on,
+# instead of overwriting the first run's.
 # Each stage runs under `timeout`: at most its own limit (BUILD_TIMEOUT, TEST_TIMEOUT, ...) and at most
 # what is left of DEADLINE (default 560 s, inside the device's 10-minute limit); under 20 s left, it is
 # skipped. The tree plus what is carried must stay under the device's 64 MiB: carry builds packed
@@ -40,6 +42,8 @@ cd "$ROOT"
 OUT="${OUT:-$ROOT/gpu_out}"
 R="${WORK:-/tmp/gpu_check}"
 rm -rf "$R" && mkdir -p "$OUT" "$R"
+RUN=""  # "", "-2", "-3", ...: the first name no earlier run in this $OUT has taken
+for n in 2 3 4 5 6 7 8 9; do [ -e "$OUT/results$RUN.tgz" ] || [ -e "$OUT/gpu_check$RUN.log" ] || break; RUN="-$n"; done
 PY="${PYTHON:-python3}"
 STAGES="${STAGES:-build test check bench sanitize}"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
@@ -50,7 +54,7 @@ START=$(date +%s)
 status=0
 
 say() { printf '[%4ss] %s\n' "$(( $(date +%s) - START ))" "$*" | tee -a "$R/gpu_check.log"; }
-pack() { cp "$R/gpu_check.log" "$OUT/gpu_check.log"; tar czf "$OUT/results.tgz" -C "$R" .; }
+pack() { cp "$R/gpu_check.log" "$OUT/gpu_check$RUN.log"; tar czf "$OUT/results$RUN.tgz" -C "$R" .; }
 has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
 # within LIMIT CMD...: CMD under timeout, at most LIMIT seconds and what DEADLINE leaves (exit 124 when
 # cut off or skipped).
