@@ -405,6 +405,8 @@ def test_w2_starts_early(T, k, E, monkeypatch, capfd):
 
 
 def test_no_token_routed():
+    """No slot routed (8-row blocks): every CTA of both GEMMs is idle, and the early w2's CTA 0 still waits
+    for act before the grid ends (moe_swap.cuh): the output is exact zeros."""
     w13, w2 = layer(8)
     x = xin(5, torch.bfloat16)
     ids = torch.full((5, 2), -1, dtype=torch.int32, device="cuda")

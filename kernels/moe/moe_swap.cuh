@@ -126,7 +126,15 @@ __global__ void __launch_bounds__(kThreads, decode::kSwapCtasPerSm)
   const long long warp_end = static_cast<long long>((p.ncols - warp + 3) >> 2) * blocks * p.kblocks;
   if (u1 > warp_end) u1 = warp_end;
   const int n = static_cast<int>(u1 - u0);
-  if (n <= 0) return;
+  if (n <= 0) {
+    // EARLY: CTA 0 waits even without units, so that this grid never completes before the kernel it depends
+    // on (act): with nothing routed to this rank no CTA has units, and finalize, which waits only for this
+    // grid, must not run (and the next op reuse the workspace) while act still reads it.
+    if constexpr (EARLY) {
+      if (blockIdx.x == 0) dep_wait();
+    }
+    return;
+  }
   const decode::detail::UnitPos pos0 = decode::detail::unit_pos(u0, p.kblocks, blocks);
 
   MoeSwapSource<BITS, ZEROS> src{p, blocks, lane & 7};
