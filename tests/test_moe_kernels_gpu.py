@@ -404,13 +404,21 @@ def test_w2_starts_early(T, k, E, monkeypatch, capfd):
     assert lines and all("block_m=8 swap" in ln and " early]" in ln for ln in lines), lines
 
 
-def test_no_token_routed():
+@pytest.mark.parametrize("det", [0, 1], ids=["atomic", "deterministic"])
+@pytest.mark.parametrize("T", [1, 5])
+def test_no_token_routed(T, det):
     """No slot routed (8-row blocks): every CTA of both GEMMs is idle, and the early w2's CTA 0 still waits
-    for act before the grid ends (moe_swap.cuh): the output is exact zeros."""
+    for act before the grid ends (moe_swap.cuh): the output is exact zeros, by ids out of range and by an
+    expert map with no local expert among the ids (expert parallelism at batch 1)."""
     w13, w2 = layer(8)
-    x = xin(5, torch.bfloat16)
-    ids = torch.full((5, 2), -1, dtype=torch.int32, device="cuda")
-    y = fused(x, w13, w2, torch.ones(5, 2, device="cuda"), ids)
+    x = xin(T, torch.bfloat16)
+    ids = torch.full((T, 2), -1, dtype=torch.int32, device="cuda")
+    y = fused(x, w13, w2, torch.ones(T, 2, device="cuda"), ids, deterministic=det)
+    assert torch.equal(y, torch.zeros_like(y))
+    expert_map = torch.full((24,), -1, dtype=torch.int32, device="cuda")
+    expert_map[16:] = torch.arange(8, dtype=torch.int32, device="cuda")  # experts 16..23 are local
+    ids = torch.randint(0, 16, (T, 2), dtype=torch.int32, device="cuda")  # none of them
+    y = fused(x, w13, w2, torch.ones(T, 2, device="cuda"), ids, expert_map=expert_map, deterministic=det)
     assert torch.equal(y, torch.zeros_like(y))
 
 
