@@ -34,15 +34,9 @@ class Ring:
         self.consumed.add(unit)
 
 
-def run_ring(S, n):
-    r, prod, cons, issued = Ring(S), 0, 0, 0
-    for _ in range(S - 1):
-        if issued < n:
-            for w in ("weights", "x", "scales"):
-                r.copy(prod, issued, w)
-            issued += 1
-        r.commit()
-        prod += 1
+def ring_loop(r, S, n, prod, issued):
+    """detail::ring_loop: unit it + S - 1 refills the slot of unit it - 1, then unit it is consumed."""
+    cons = 0
     for it in range(n):
         if issued < n:
             for w in ("weights", "x", "scales"):
@@ -55,8 +49,20 @@ def run_ring(S, n):
         cons += 1
 
 
+def run_ring(S, n):
+    r, prod, issued = Ring(S), 0, 0
+    for _ in range(S - 1):
+        if issued < n:
+            for w in ("weights", "x", "scales"):
+                r.copy(prod, issued, w)
+            issued += 1
+        r.commit()
+        prod += 1
+    ring_loop(r, S, n, prod, issued)
+
+
 def run_ring_early(S, n):
-    r, prod, cons, issued = Ring(S), 0, 0, 0
+    r, prod, issued = Ring(S), 0, 0
     for _ in range(S - 1):
         if issued < n:
             r.copy(prod, issued, "weights")
@@ -69,16 +75,7 @@ def run_ring_early(S, n):
             r.copy(s, s, "x")
     r.commit()
     r.wait(0)
-    for it in range(n):
-        if issued < n:
-            for w in ("weights", "x", "scales"):
-                r.copy(prod % S, issued, w)
-            issued += 1
-        r.commit()
-        prod += 1
-        r.wait(S - 1)
-        r.consume(it, cons % S)
-        cons += 1
+    ring_loop(r, S, n, prod, issued)
 
 
 @pytest.mark.parametrize("S", [2, 3, 5, 6])

@@ -16,13 +16,15 @@
 //
 // A CTA is 4 warps; warp w streams column 4 q + w of quad q, and all four
 // walk the CTA's units in the same order (same m-group and k-block at once).
-// Weights and scales are staged lane-local: every lane copies exactly the
-// 16-byte weight and 4-byte scale slots it reads back itself. Activations,
-// which the four warps share, are staged one of two ways (SHARE =
-// kShareActs, decode_config.h):
+// Weights and scales are staged per warp: every lane copies exactly the
+// 16-byte weight slots it reads back itself, and 4 bytes of each scale row,
+// which ldmatrix.trans then reads across the warp. Activations, which the
+// four warps share, are staged one of two ways (SHARE = kShareActs,
+// decode_config.h):
 //   lane-local  each warp its own S-stage ring, each lane its own ldmatrix
-//               rows (four copies per CTA); no warp or CTA barrier: a stage is
-//               one commit group and cp.async.wait_group the only wait.
+//               rows' copies (four copies per CTA); a stage is one commit
+//               group, no CTA barrier, two __syncwarp per unit (before the
+//               refill, after cp.async.wait_group: detail::run_ring).
 //   shared      one S-stage ring per CTA: the unit's (MT x 16, BK) tile,
 //               copied once by all 128 threads (coalesced 16-byte chunks,
 //               swizzle_128) and read by every warp's ldmatrix; one CTA
@@ -105,7 +107,7 @@ SF_DEVICE int warp_units(const Params& p, int warp, int mgroups, long long& u0, 
 }
 
 // The units a thread streams, by activation staging (SHARE, as run_ring's SYNC):
-// lane-local, its warp's cut (warp_units: an idle warp may leave, no barriers);
+// lane-local, its warp's cut (warp_units: an idle warp may leave, no CTA barriers);
 // shared, the CTA's whole range for every warp (CTA-uniform: all take part in
 // every copy and barrier). Returns how many (0: none).
 template <bool SHARE>

@@ -215,37 +215,14 @@ SF_DEVICE void zero_ring(uint32_t base, uint32_t stride, int tid) {
       if (BYTES % (16 * NT) == 0 || o + tid * 16 < BYTES) ptx::sts_128(base + st * stride + o + tid * 16, make_uint4(0, 0, 0, 0));
 }
 
-// The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
-// cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
-// unit it (0 .. n - 1) from slot st. S - 1 units are issued before the loop.
-//   SYNC = false (one warp's slots: each lane copies its own bytes, ldmatrix
-//     reads rows other lanes copied): iteration it issues unit it + S - 1
-//     into the slot consumed at it - 1, commits (empty groups past the end
-//     keep the count uniform) and waits for unit it with the per-thread
-//     cp.async.wait_group. Two __syncwarp per unit, no CTA barrier: one before
-//     the refill (the other lanes' reads of the slot come before this lane's
-//     copies into it), one after the wait (their copies of unit it have landed
-//     before this lane reads them).
-//   SYNC = true (slots some threads fill and others read: kShareActs): wait
-//     for this thread's copies of unit it, then one CTA barrier: after it every
-//     copy of unit it has landed and is visible, and every warp has finished
-//     unit it - 1, whose slot the refill (unit it + S - 1) then takes. n must
-//     be the same for every thread of the CTA.
-template <int S, bool SYNC = false, class Issue, class Consume>
-SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Consume&& consume) {
-  static_assert(S >= (SYNC ? 3 : 2), "the ring needs a unit in flight beyond the one consumed");
-  const uint32_t ring_end = ring + S * stride;
-  uint32_t prod = ring, cons = ring;
-  int issued = 0;
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += stride;
-  }
+// The steady state of run_ring and run_ring_early (below) after their first
+// S - 1 issues: prod is the slot of the next issue, `issued` the units issued;
+// ring_end = ring + S * stride, which the callers compute before their
+// prologues (computed here, ptxas laid the prologues out differently).
+template <int S, bool SYNC, class Issue, class Consume>
+SF_DEVICE void ring_loop(int n, uint32_t ring, uint32_t ring_end, uint32_t stride, uint32_t prod, int issued,
+                         Issue&& issue, Consume&& consume) {
+  uint32_t cons = ring;
   for (int it = 0; it < n; ++it) {
     if constexpr (SYNC) {
       ptx::cp_async_wait<S - 2>();
@@ -269,6 +246,40 @@ SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Co
   }
 }
 
+// The stage ring: S slots of `stride` bytes from `ring`, compare-and-wrap
+// cursors. issue(st) copies the next unit into slot st; consume(it, st) uses
+// unit it (0 .. n - 1) from slot st. S - 1 units are issued before the loop.
+//   SYNC = false (one warp's slots: each lane copies its own bytes, ldmatrix
+//     reads rows other lanes copied): iteration it issues unit it + S - 1
+//     into the slot consumed at it - 1, commits (empty groups past the end
+//     keep the count uniform) and waits for unit it with the per-thread
+//     cp.async.wait_group. Two __syncwarp per unit, no CTA barrier: one before
+//     the refill (the other lanes' reads of the slot come before this lane's
+//     copies into it), one after the wait (their copies of unit it have landed
+//     before this lane reads them).
+//   SYNC = true (slots some threads fill and others read: kShareActs): wait
+//     for this thread's copies of unit it, then one CTA barrier: after it every
+//     copy of unit it has landed and is visible, and every warp has finished
+//     unit it - 1, whose slot the refill (unit it + S - 1) then takes. n must
+//     be the same for every thread of the CTA.
+template <int S, bool SYNC = false, class Issue, class Consume>
+SF_DEVICE void run_ring(int n, uint32_t ring, uint32_t stride, Issue&& issue, Consume&& consume) {
+  static_assert(S >= (SYNC ? 3 : 2), "the ring needs a unit in flight beyond the one consumed");
+  const uint32_t ring_end = ring + S * stride;
+  uint32_t prod = ring;
+  int issued = 0;
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (issued < n) {
+      issue(prod);
+      ++issued;
+    }
+    ptx::cp_async_commit();
+    prod += stride;
+  }
+  ring_loop<S, SYNC>(n, ring, ring_end, stride, prod, issued, issue, consume);
+}
+
 // dep_wait of a loop with nothing to wait for.
 struct NoWait {
   SF_DEVICE void operator()() const {}
@@ -284,7 +295,7 @@ SF_DEVICE void run_ring_early(int n, uint32_t ring, uint32_t stride, IssueW&& is
                               IssueX&& issue_x, Issue&& issue, Consume&& consume) {
   static_assert(S >= 2, "the ring needs a unit in flight beyond the one consumed");
   const uint32_t ring_end = ring + S * stride;
-  uint32_t prod = ring, cons = ring;
+  uint32_t prod = ring;
   int issued = 0;
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
@@ -301,21 +312,7 @@ SF_DEVICE void run_ring_early(int n, uint32_t ring, uint32_t stride, IssueW&& is
     if (s < issued) issue_x(ring + s * stride, s);
   ptx::cp_async_commit();
   ptx::cp_async_wait<0>();
-  for (int it = 0; it < n; ++it) {
-    __syncwarp();  // as run_ring's two
-    if (issued < n) {
-      issue(prod);
-      ++issued;
-    }
-    ptx::cp_async_commit();
-    prod += stride;
-    if (prod == ring_end) prod = ring;
-    ptx::cp_async_wait<S - 1>();
-    __syncwarp();
-    consume(it, cons);
-    cons += stride;
-    if (cons == ring_end) cons = ring;
-  }
+  ring_loop<S, false>(n, ring, ring_end, stride, prod, issued, issue, consume);
 }
 
 }  // namespace detail

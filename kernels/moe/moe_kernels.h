@@ -3,7 +3,9 @@
 // C++ (no CUDA headers), so the launcher never instantiates a mainloop.
 //
 // Kernels of one layer, in stream order (each launched with programmatic
-// dependent launch on sm_90+, each waiting for the one before it):
+// dependent launch on sm_90+, each waiting for the one before it before it
+// reads what that one wrote; w2 on 8-row blocks copies its first weights
+// before its wait, and act releases it before its own):
 //   align_kernel     (moe_align.cuh)  CTA 0: stable counting sort of the slots
 //                    by local expert -> sorted_ids / expert_ids / num_post_pad;
 //                    CTAs 1..: zero the fp32 accumulators, gather act-order x.
@@ -11,6 +13,7 @@
 //                    (blocks of 8: swap_gemm_kernel, moe_swap.cuh)
 //   act_kernel       (moe_act.cuh)    a[slot] = act(h[slot, gate]) * h[slot, up]
 //   gemm_kernel      (moe_gemm.cuh)   w2: y32[token] += w * (a[slot] @ W2[e]^T)
+//                    (blocks of 8: swap_gemm_kernel, its early instance)
 //   finalize_kernel  (moe_act.cuh)    y = round(y32), or the ordered sum of
 //                                     the per-slot pieces (deterministic)
 #pragma once

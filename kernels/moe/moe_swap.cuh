@@ -154,7 +154,7 @@ KernelHandle make_swap_handle() {
 }
 
 template <int BITS, bool EARLY>
-KernelHandle swap_handle_early(bool bf16, bool zeros, bool fold) {
+KernelHandle swap_handle_flags(bool bf16, bool zeros, bool fold) {
   if (fold) {
     if (bf16) {
       return zeros ? make_swap_handle<BITS, true, true, true, EARLY>()
@@ -174,7 +174,7 @@ KernelHandle swap_handle_early(bool bf16, bool zeros, bool fold) {
 // Instances of one bit width (moe_gemm_int4.cu / moe_gemm_int8.cu): dtype x zero points x FOLD x EARLY.
 template <int BITS>
 KernelHandle swap_handle_for(bool bf16, bool zeros, bool fold, bool early) {
-  return early ? swap_handle_early<BITS, true>(bf16, zeros, fold) : swap_handle_early<BITS, false>(bf16, zeros, fold);
+  return early ? swap_handle_flags<BITS, true>(bf16, zeros, fold) : swap_handle_flags<BITS, false>(bf16, zeros, fold);
 }
 
 }  // namespace moe
