@@ -213,3 +213,55 @@ def test_emulated_moe_swap_kernel_matches_reference(case):
     want = torch.zeros(rows_out, N, dtype=torch.float64).index_add_(0, torch.arange(slots) // out_div, ref)
     assert not torch.isnan(out).any(), "a padding slot or another block's token leaked into the output"
     torch.testing.assert_close(out, want, rtol=1e-9, atol=1e-9)
+
+
+def emulate_align_sort_warp(e_of_slot, num_experts, bm):
+    """kernels/moe/moe_align.cuh align_sort_warp, lane by lane: slot s on lane s (<= 32 slots), e_of_slot the
+    local expert of each slot (-1: left out). Returns (sorted_ids, expert_ids, num_post_pad) as the kernel
+    writes them into buffers of moe_align's sizes."""
+    slots = len(e_of_slot)
+    e = [e_of_slot[lane] if lane < slots else -1 for lane in range(32)]
+    peers = [sum(1 << j for j in range(32) if e[j] == e[lane]) for lane in range(32)]  # __match_any_sync
+    cnt = [bin(m).count("1") for m in peers]
+    padded = [(c + bm - 1) // bm * bm for c in cnt]
+    leader = [e[lane] >= 0 and lane == (peers[lane] & -peers[lane]).bit_length() - 1 for lane in range(32)]
+    length = slots + num_experts * (bm - 1)
+    blocks = -(-length // bm)
+    sorted_ids, expert_ids = [None] * length, [None] * blocks  # None: never written
+    offs, total = [0] * 32, 0
+    for j in range(32):
+        if leader[j]:
+            total += padded[j]
+    for lane in range(32):
+        offs[lane] = sum(padded[j] for j in range(32) if leader[j] and e[j] < e[lane])
+    for lane in range(32):
+        if e[lane] >= 0:
+            sorted_ids[offs[lane] + bin(peers[lane] & ((1 << lane) - 1)).count("1")] = lane
+        if leader[lane]:
+            for i in range(offs[lane] + cnt[lane], offs[lane] + padded[lane]):
+                sorted_ids[i] = slots
+            for b in range(offs[lane] // bm, (offs[lane] + padded[lane]) // bm):
+                expert_ids[b] = e[lane]
+    for b in range(total // bm, blocks):
+        expert_ids[b] = -1
+    for i in range(total, length):
+        sorted_ids[i] = slots
+    return sorted_ids, expert_ids, total
+
+
+@pytest.mark.parametrize("bm", [8, 16, 32, 64, 128, 256])
+@pytest.mark.parametrize("T,k,E", [(1, 1, 8), (1, 8, 128), (4, 8, 128), (3, 6, 64), (16, 2, 8), (5, 4, 60), (0, 4, 8)])
+def test_align_sort_warp_matches_the_contract(T, k, E, bm):
+    """The one-warp sort (<= 32 slots) writes every entry of moe_align's outputs, equal to the contract's, with
+    duplicates and left-out slots in the routing."""
+    gen = torch.Generator().manual_seed(T * 131 + k * 7 + E + bm)
+    ids = torch.randint(-1, E + 2, (T, k), generator=gen)  # -1 and E, E + 1: left out
+    if T * k > 2:
+        ids.view(-1)[1] = ids.view(-1)[0]  # a duplicate expert
+    flat = ids.reshape(-1).tolist()
+    local = [v if 0 <= v < E else -1 for v in flat]
+    sorted_ids, expert_ids, npp = emulate_align_sort_warp(local, E, bm)
+    ref_sorted, ref_experts, ref_npp = align_reference(ids.clamp(-1, E + 1), E, bm, None)
+    assert None not in sorted_ids and None not in expert_ids
+    assert npp == int(ref_npp)
+    assert sorted_ids == ref_sorted.tolist() and expert_ids == ref_experts.tolist()

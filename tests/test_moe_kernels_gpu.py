@@ -219,6 +219,15 @@ def test_align(T, k, E, bm):
 
 
 @pytest.mark.sanitize
+@pytest.mark.parametrize("bm", [8, 16, 32])
+@pytest.mark.parametrize("E", [8, 128])
+@pytest.mark.parametrize("T,k", [(32, 1), (16, 2), (4, 8), (33, 1), (11, 3)])
+def test_align_one_warp_boundary(T, k, E, bm):
+    """32 slots sort on one warp (align_sort_warp), 33 on the CTA: both give the contract's output."""
+    gen = torch.Generator(device="cuda").manual_seed(T * k + E + bm)
+    run_align(torch.randint(0, E, (T, k), generator=gen, device="cuda", dtype=torch.int32), E, bm)
+
+
 @pytest.mark.parametrize("id_dtype", [torch.int32, torch.int64])
 def test_align_map_and_out_of_range(id_dtype):
     gen = torch.Generator(device="cuda").manual_seed(5)
@@ -229,6 +238,7 @@ def test_align_map_and_out_of_range(id_dtype):
     ids = torch.randint(-3, E_global + 5, (37, 3), generator=gen, device="cuda").to(id_dtype)
     run_align(ids, E, 16, expert_map)
     run_align(ids, E, 32, expert_map)
+    run_align(ids[:10].contiguous(), E, 8, expert_map)  # 30 slots: the one-warp sort
     ids_no_map = torch.randint(-2, E + 4, (37, 3), generator=gen, device="cuda").to(id_dtype)
     run_align(ids_no_map, E, 16)
 

@@ -13,7 +13,8 @@
 // A slot whose id is outside [0, map_len) (or [0, E) without a map), or whose
 // mapped id is outside [0, E) (expert_map's -1), is left out.
 //
-// CTA 0 sorts (one CTA, NW warps; no host sync, no global atomics):
+// CTA 0 sorts (one CTA, NW warps; no host sync, no global atomics; at most 32
+// slots, one warp alone: align_sort_warp):
 //   1. warp w counts the slots of its contiguous chunk per expert into
 //      hist[w][e] (shared atomics);
 //   2. per expert, the counts become each warp's start inside the expert's
@@ -171,6 +172,38 @@ SF_DEVICE void align_sort(const AlignParams& p, int* smem) {
   }
 }
 
+// At most 32 slots (batch 1 through a few tokens): warp 0 of CTA 0 sorts alone,
+// slot s on lane s, with no shared memory and no CTA barrier; the same output
+// as align_sort (experts ascending, slots ascending inside an expert). A run's
+// offset is the padded counts of the present experts below it, summed over
+// the 32 lanes (one shuffle round per lane).
+SF_DEVICE void align_sort_warp(const AlignParams& p) {
+  const int lane = threadIdx.x & 31, bm = p.block_m, slots = p.num_slots;
+  const int e = lane < slots ? local_expert(p, lane) : -1;
+  if (p.slot_expert != nullptr && lane < slots) p.slot_expert[lane] = e;
+  const unsigned peers = __match_any_sync(0xffffffffu, e);
+  const int cnt = __popc(peers);
+  const int padded = (cnt + bm - 1) / bm * bm;
+  const int leader = e >= 0 && lane == __ffs(peers) - 1;  // one lane per present expert
+  int off = 0, total = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int ej = __shfl_sync(0xffffffffu, e, j);
+    const int pj = __shfl_sync(0xffffffffu, padded, j);
+    if (__shfl_sync(0xffffffffu, leader, j)) {
+      total += pj;
+      if (ej < e) off += pj;
+    }
+  }
+  if (e >= 0) p.sorted_ids[off + __popc(peers & ((1u << lane) - 1u))] = lane;
+  if (leader) {
+    for (int i = off + cnt; i < off + padded; ++i) p.sorted_ids[i] = slots;
+    for (int b = off / bm; b < (off + padded) / bm; ++b) p.expert_ids[b] = e;
+  }
+  if (lane == 0) *p.num_post_pad = total;
+  for (int b = total / bm + lane; b < p.blocks_len; b += 32) p.expert_ids[b] = -1;
+  for (int i = total + lane; i < p.sorted_len; i += 32) p.sorted_ids[i] = slots;
+}
+
 // CTAs 1..gridDim.x - 1: zero the accumulators, gather act-order rows.
 SF_DEVICE void align_help(const AlignParams& p) {
   const long long nthreads = static_cast<long long>(gridDim.x - 1) * blockDim.x;
@@ -203,7 +236,11 @@ __global__ void align_kernel(const __grid_constant__ AlignParams p) {
   ptx::grid_dependency_wait();  // topk_ids, x: written by the kernels before
   ptx::grid_launch_dependents();
   if (blockIdx.x == 0) {
-    align_sort(p, align_smem);
+    if (p.num_slots > 32) {
+      align_sort(p, align_smem);
+    } else if (threadIdx.x < 32) {
+      align_sort_warp(p);
+    }
   } else {
     align_help(p);
   }
