@@ -187,6 +187,34 @@ inline Plan make_plan(const GemmProblem& p) {
   return best;
 }
 
+// The grouped GEMM over stacked experts (prefill.h GroupedProblem). Each
+// expert's run pads to a multiple of the token tile, about half a tile of
+// waste per expert, so the tile is the largest of 256 / 128 / 64 that is at
+// most half the expected rows (a first rule, not yet timed).
+inline int grouped_tile_rows(double avg_rows) { return avg_rows >= 512 ? 256 : avg_rows >= 256 ? 128 : 64; }
+
+// Whole 128-column tiles over `rows` (an upper bound: the kernel skips runs
+// past the device's row count), no split-K. The band is about one expert's
+// runs (rows / experts of them, at most 8): the band's m tiles share each
+// weight tile through L2 while the next expert's runs start.
+inline Plan make_grouped_plan(const GemmProblem& expert, long long rows, int bt, int experts) {
+  Plan plan;
+  const long long sms = expert.sm_count > 0 ? expert.sm_count : 1;
+  plan.cg = 2;
+  plan.bt = bt;
+  plan.n_tiles = static_cast<int>(plan_ceil_div(expert.N, plan.tile_n()));
+  plan.m_tiles = static_cast<int>(rows / bt);
+  plan.k_stages = expert.K / (kSliceK * slices(expert.bits, bt, plan.cg));
+  const long long tiles = static_cast<long long>(plan.m_tiles) * plan.n_tiles;
+  plan.dp_tiles = static_cast<int>(tiles);
+  plan.items = static_cast<int>(tiles);
+  plan.grid = static_cast<int>(std::max(1LL, std::min(tiles, sms)));
+  const long long per_expert = plan_ceil_div(plan_ceil_div(rows, std::max(experts, 1)), bt);
+  plan.group_m = static_cast<int>(std::max(1LL, std::min<long long>({per_expert, 8LL, std::max(1, plan.m_tiles)})));
+  plan.balance = 1.0;
+  return plan;
+}
+
 // Rows of x a stage loads for the last m tile: its rows inside M rounded up to
 // 8 (whole 128-byte swizzle atoms); every other m tile loads BT. The producer
 // fills the slot's other rows with zeros once, the first time the slot serves
