@@ -44,7 +44,7 @@ def test_path_is_named():
     assert ops.moe_paths()["grouped"] == PATH_GROUPED
 
 
-# avg rows per expert = T k / E: 64-row tiles below 256, 128 from 256, 256 from 512
+# avg rows per expert = T k / E; int4 tiles (prefill_sm90_plan.h grouped_tile_rows): 64 rows below 61, 128 below 421
 @pytest.mark.parametrize("T,k,E", [(1, 2, 8), (7, 2, 8), (33, 4, 60), (64, 8, 128), (255, 2, 8), (1024, 2, 8),
                                    (2048, 2, 8), (4096, 8, 128)])
 def test_tokens(T, k, E):

@@ -15,7 +15,7 @@ double plan_balance(const GemmProblem& p) {
 }
 
 int grouped_tile_rows(const GemmProblem& expert, double avg_rows) {
-  if (expert.cc_major == 9 && expert.cc_minor == 0) return sm90::grouped_tile_rows(avg_rows);
+  if (expert.cc_major == 9 && expert.cc_minor == 0) return sm90::grouped_tile_rows(expert.bits, avg_rows);
   return 0;  // the grouped GEMM exists on sm90a only
 }
 

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <cstddef>
 
@@ -188,10 +189,24 @@ inline Plan make_plan(const GemmProblem& p) {
 }
 
 // The grouped GEMM over stacked experts (prefill.h GroupedProblem). Each
-// expert's run pads to a multiple of the token tile, about half a tile of
-// waste per expert, so the tile is the largest of 256 / 128 / 64 that is at
-// most half the expected rows (a first rule, not yet timed).
-inline int grouped_tile_rows(double avg_rows) { return avg_rows >= 512 ? 256 : avg_rows >= 256 ? 128 : 64; }
+// expert's run pads to a multiple of the token tile: about avg + bt / 2 rows,
+// at least one tile. The tile is the one whose padded rows cost least at the
+// 128-column tiles' per-slice rate (slice_ns / bt per row): 64 rows below
+// about 60 rows per expert, 128 below about 420, 256 from there (int8: 57,
+// 213). The rates are the dense plan's; the grouped kernel is not yet timed.
+inline int grouped_tile_rows(int bits, double avg_rows) {
+  int best = 64;
+  double best_cost = 0;
+  for (int bt : {64, 128, 256}) {
+    const double rows = std::max<double>(bt, avg_rows + bt / 2.0);
+    const double cost = rows * slice_ns(bits, bt, 2) / bt;
+    if (bt == 64 || cost < best_cost) {
+      best = bt;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
 
 // Whole 128-column tiles over `rows` (an upper bound: the kernel skips runs
 // past the device's row count), no split-K. The band is about one expert's
