@@ -276,7 +276,8 @@ std::string sort_and_gather(const MoeProblem& p, DenseParams& d, cudaStream_t st
   if (!why.empty()) return why;
   index_kernel<<<1, kThreads, static_cast<size_t>(p.E) * sizeof(int32_t), stream>>>(d);
   if (!(why = launched("index kernel")).empty()) return why;
-  const long long gather_grid = grid_for(static_cast<long long>(d.rows) * (p.H / 8), p.sm_count);  // stops at num_post_pad
+  // (the kernel stops at num_post_pad)
+  const long long gather_grid = grid_for(static_cast<long long>(d.rows) * (p.H / 8), p.sm_count);
   if (p.dtype == DType::kBFloat16) gather_kernel<true><<<gather_grid, kThreads, 0, stream>>>(d);
   else gather_kernel<false><<<gather_grid, kThreads, 0, stream>>>(d);
   return launched("gather kernel");
