@@ -26,6 +26,11 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
+static_assert(moe_heuristics::kPathFused == static_cast<int>(MoePath::kFused) &&
+                  moe_heuristics::kPathDense == static_cast<int>(MoePath::kDense) &&
+                  moe_heuristics::kPathGrouped == static_cast<int>(MoePath::kGrouped),
+              "moe_heuristics restates MoePath's values");
+
 const moe_heuristics::MoeTable& table_for(int cc_major) {
   if (cc_major == 9) return moe_heuristics::kMoeSm90;
   if (cc_major == 10 || cc_major == 11) return moe_heuristics::kMoeSm100;  // B200 / B300, Thor
@@ -84,9 +89,13 @@ std::string moe_can_implement(const MoeProblem& p, MoePath path) {
 }
 
 MoePath moe_select(const MoeProblem& p) {
+  const moe_heuristics::MoeTable& t = table_for(p.cc_major);
   const bool dense = dense_reason(p).empty();
+  // (asked only when the table can pick it: its check builds plans)
+  const bool grouped = t.grouped_min_avg_tokens != moe_heuristics::kNever && moe::grouped_can_implement(p).empty();
   const moe_heuristics::Choice c =
-      moe_heuristics::choose(table_for(p.cc_major), static_cast<long long>(p.T) * p.top_k, global_experts(p), dense);
+      moe_heuristics::choose(t, static_cast<long long>(p.T) * p.top_k, global_experts(p), dense, grouped);
+  if (c.path == moe_heuristics::kPathGrouped) return MoePath::kGrouped;
   return c.path == moe_heuristics::kPathDense ? MoePath::kDense : MoePath::kFused;
 }
 
