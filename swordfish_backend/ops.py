@@ -335,7 +335,7 @@ MOE_PATH_AUTO = 0
 # Every MoE path the op's codes define, in code order. Used only while the extension (or its MoE ops)
 # is absent (CPU: `path=` and `--paths` parsing); tests/test_moe.py checks that the extension's names
 # are this list or a prefix of it (the same codes).
-MOE_PATH_NAMES_FALLBACK = ("fused", "dense")
+MOE_PATH_NAMES_FALLBACK = ("fused", "dense", "grouped")
 # Values of fused_moe's `activation` argument.
 MOE_ACTIVATIONS = {"silu": 0, "gelu": 1}
 

@@ -66,6 +66,10 @@ class Tables:
         """The prefill plan's balance the dispatcher reads (arch_tables.hpp prefill_balance), to 1e-3."""
         return int(self.ask([f"balance {cc[0]} {cc[1]} {sms} {M} {K} {N} {bits}"])[0]) / 1000
 
+    def grouped_tile(self, cc, bits, avg) -> int:
+        """The grouped MoE GEMM's token tile for experts of about `avg` rows (prefill::grouped_tile_rows)."""
+        return int(self.ask([f"grouped_tile {cc[0]} {cc[1]} {bits} {avg}"])[0])
+
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> Tables:
@@ -452,3 +456,16 @@ def test_sweep_crossover_is_where_dense_stays_faster():
                            dict(m=512, below=384, interpolated=450, note=None, shape="b", bits=4, k_heavy=False)],
                           4, False)
     assert suggested["int4"]["value"] == 384 and suggested["int4_k_heavy"]["value"] is None
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_grouped_tile_grows_with_the_rows_per_expert(tables, bits):
+    """sm90: one tile from {64, 128, 256}, never smaller for more rows, 64 for a few rows per expert and
+    256 for thousands (the padding of a run costs less than a small tile's rate there); none elsewhere."""
+    avgs = [0.1, 1, 4, 16, 40, 56, 60, 64, 100, 200, 256, 400, 450, 512, 1024, 4096, 65536]
+    tiles = [tables.grouped_tile((9, 0), bits, a) for a in avgs]
+    assert set(tiles) <= {64, 128, 256} and tiles == sorted(tiles), tiles
+    assert tiles[0] == 64 and tiles[-1] == 256
+    for cc in ((10, 0), (11, 0), (8, 0), (12, 0)):
+        assert tables.grouped_tile(cc, bits, 1024) == 0
+

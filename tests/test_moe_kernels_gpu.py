@@ -207,7 +207,7 @@ def run_align(ids, E, bm, expert_map=None):
     assert torch.equal(eids, reids), "expert_ids differ"
 
 
-@pytest.mark.parametrize("bm", [8, 16, 32])
+@pytest.mark.parametrize("bm", [8, 16, 32, 64, 128, 256])
 @pytest.mark.parametrize("E", [8, 60, 128])
 @pytest.mark.parametrize("k", [1, 2, 8])
 @pytest.mark.parametrize("T", [1, 7, 256, 4096])

@@ -26,6 +26,11 @@ namespace {
 
 std::string str(long long v) { return std::to_string(v); }
 
+static_assert(moe_heuristics::kPathFused == static_cast<int>(MoePath::kFused) &&
+                  moe_heuristics::kPathDense == static_cast<int>(MoePath::kDense) &&
+                  moe_heuristics::kPathGrouped == static_cast<int>(MoePath::kGrouped),
+              "moe_heuristics restates MoePath's values");
+
 const moe_heuristics::MoeTable& table_for(int cc_major) {
   if (cc_major == 9) return moe_heuristics::kMoeSm90;
   if (cc_major == 10 || cc_major == 11) return moe_heuristics::kMoeSm100;  // B200 / B300, Thor
@@ -41,6 +46,7 @@ std::string path_reason(const MoeProblem& p, MoePath path) {
   switch (path) {
     case MoePath::kFused: return moe::can_implement(p, moe_block_m(p));
     case MoePath::kDense: return dense_reason(p);
+    case MoePath::kGrouped: return moe::grouped_can_implement(p);
     case MoePath::kAuto: break;
   }
   return "unknown MoE path " + str(static_cast<int>(path));
@@ -64,7 +70,9 @@ void log_choice(const MoeProblem& p, MoePath path) {
     std::lock_guard<std::mutex> lock(mu);
     if (!seen.insert(key).second) return;
   }
-  const std::string detail = path == MoePath::kFused ? moe::describe(p, moe_block_m(p)) : moe::dense_describe(p);
+  const std::string detail = path == MoePath::kFused   ? moe::describe(p, moe_block_m(p))
+                             : path == MoePath::kDense ? moe::dense_describe(p)
+                                                       : moe::grouped_describe(p);
   std::fprintf(stderr, "swordfish: moe T=%d top_k=%d E=%d H=%d I=%d bits=%d -> %s (%s)\n", p.T, p.top_k, p.E, p.H,
                p.I, p.bits, moe_path_name(path), detail.c_str());
 }
@@ -81,9 +89,13 @@ std::string moe_can_implement(const MoeProblem& p, MoePath path) {
 }
 
 MoePath moe_select(const MoeProblem& p) {
+  const moe_heuristics::MoeTable& t = table_for(p.cc_major);
   const bool dense = dense_reason(p).empty();
+  // (asked only when the table can pick it: its check builds plans)
+  const bool grouped = t.grouped_min_avg_tokens != moe_heuristics::kNever && moe::grouped_can_implement(p).empty();
   const moe_heuristics::Choice c =
-      moe_heuristics::choose(table_for(p.cc_major), static_cast<long long>(p.T) * p.top_k, global_experts(p), dense);
+      moe_heuristics::choose(t, static_cast<long long>(p.T) * p.top_k, global_experts(p), dense, grouped);
+  if (c.path == moe_heuristics::kPathGrouped) return MoePath::kGrouped;
   return c.path == moe_heuristics::kPathDense ? MoePath::kDense : MoePath::kFused;
 }
 
@@ -91,6 +103,7 @@ size_t moe_workspace_bytes(const MoeProblem& p, MoePath path) {
   if (path == MoePath::kAuto) path = moe_select(p);
   if (!moe_can_implement(p, path).empty()) return 0;
   if (path == MoePath::kFused) return moe::workspace_bytes(p, moe_block_m(p));
+  if (path == MoePath::kGrouped) return moe::grouped_workspace_bytes(p);
   return moe::dense_workspace_bytes(p);
 }
 
@@ -101,8 +114,10 @@ std::string moe_run(const MoeProblem& p, MoePath path, void* stream) {
   if (p.T > 0) {
     DeviceGuard guard(p.device);
     if (!guard.ok()) return "cannot make CUDA device " + str(p.device) + " current";
-    why = path == MoePath::kFused ? moe::launch(p, moe_block_m(p), static_cast<cudaStream_t>(stream))
-                                  : moe::dense_launch(p, static_cast<cudaStream_t>(stream));
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    why = path == MoePath::kFused   ? moe::launch(p, moe_block_m(p), s)
+          : path == MoePath::kDense ? moe::dense_launch(p, s)
+                                    : moe::grouped_launch(p, s);
     if (!why.empty()) return why;
   }
   last_paths().record(p.device, static_cast<int>(path));
@@ -132,7 +147,8 @@ std::string moe_align(const void* ids, bool ids_int64, long long slots, int expe
 }
 
 std::string moe_path_names() {
-  return std::string(moe_path_name(MoePath::kFused)) + "," + moe_path_name(MoePath::kDense);
+  return std::string(moe_path_name(MoePath::kFused)) + "," + moe_path_name(MoePath::kDense) + "," +
+         moe_path_name(MoePath::kGrouped);
 }
 
 }  // namespace dispatch

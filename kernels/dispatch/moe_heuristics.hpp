@@ -4,6 +4,9 @@
 // can compile it.
 //
 // The decision, in order:
+//   0. Grouped (the prefill mainloop's grouped GEMM on the packed experts)
+//      when it can run the layer and the average reaches
+//      grouped_min_avg_tokens (kNever in every table until it is timed).
 //   1. Dense (dequantize the experts + a bf16 grouped GEMM) when it can run
 //      the layer and the average routed tokens per expert, T * top_k / E
 //      (E: the global experts, expert_map's length when there is one), reach
@@ -28,12 +31,14 @@ struct MoeTable {
   int dense_min_avg_tokens = kNever;    // T * top_k / E from which the dense path runs
   int block16_min_avg_tokens = 0;       // T * top_k / E from which fused blocks are 16 rows (below: 8 rows,
                                         // the swap kernel); 0: never 8
+  int grouped_min_avg_tokens = kNever;  // T * top_k / E from which the grouped path runs (before dense)
 };
 
 // The path values of swordfish::MoePath (moe_problem.h), restated as plain
 // ints so this header stays free of the problem struct.
 inline constexpr int kPathFused = 1;
 inline constexpr int kPathDense = 2;
+inline constexpr int kPathGrouped = 3;
 
 struct Choice {
   int path = kPathFused;
@@ -50,7 +55,9 @@ constexpr int block_m_for(const MoeTable& t, long long slots, long long experts)
   return reaches(slots, experts, t.block16_min_avg_tokens) ? 16 : 8;
 }
 
-constexpr Choice choose(const MoeTable& t, long long slots, long long experts, bool dense_available) {
+constexpr Choice choose(const MoeTable& t, long long slots, long long experts, bool dense_available,
+                        bool grouped_available = false) {
+  if (grouped_available && reaches(slots, experts, t.grouped_min_avg_tokens)) return Choice{kPathGrouped, 0};
   if (dense_available && reaches(slots, experts, t.dense_min_avg_tokens)) return Choice{kPathDense, 16};
   return Choice{kPathFused, block_m_for(t, slots, experts)};
 }
@@ -70,7 +77,14 @@ inline constexpr MoeTable kBlock8Example = {"", 16, kNever, 4};
 static_assert(block_m_for(kBlock8Example, 31, 8) == 8 && block_m_for(kBlock8Example, 32, 8) == 16,
               "8-row blocks below block16_min_avg_tokens");
 static_assert(block_m_for(MoeTable{"", 16, kNever, 0}, 0, 8) == 16, "0 never picks 8-row blocks");
-static_assert(choose(kMoeConservative, 1 << 20, 8, true).path == kPathFused, "kNever never picks dense");
+static_assert(choose(kMoeConservative, 1 << 20, 8, true, true).path == kPathFused,
+              "kNever never picks dense or grouped");
+inline constexpr MoeTable kGroupedExample = {"", 16, 128, 8, 64};
+static_assert(choose(kGroupedExample, 63 * 8, 8, true, true).path == kPathFused &&
+                  choose(kGroupedExample, 64 * 8, 8, true, true).path == kPathGrouped &&
+                  choose(kGroupedExample, 1 << 20, 8, true, true).path == kPathGrouped &&
+                  choose(kGroupedExample, 1 << 20, 8, true, false).path == kPathDense,
+              "grouped from its threshold, before dense; dense where grouped cannot run");
 
 }  // namespace moe_heuristics
 }  // namespace dispatch

@@ -33,7 +33,8 @@ inline long long blocks_len(long long slots, int experts, int block_m) {
 }
 
 // "" when moe_align can sort `slots` pairs over `experts` local experts in
-// blocks of block_m (8, 16 or 32) on a device with compute capability cc_major
+// blocks of block_m (8, 16, 32: the fused kernels; 64, 128, 256: the grouped
+// prefill's token tiles) on a device with compute capability cc_major
 // (0: unknown), else the reason naming the value.
 std::string can_align(long long slots, int experts, int block_m, int cc_major);
 

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstddef>
 #include <string>
@@ -24,6 +25,7 @@
 #include "kernels/dense/dense.h"
 #include "kernels/moe/moe.h"
 #include "kernels/moe/moe_act.cuh"
+#include "kernels/prefill/prefill.h"
 
 namespace swordfish {
 namespace moe {
@@ -195,16 +197,18 @@ long long dense_rows(const MoeProblem& p) {
 
 namespace {
 
-// The workspace, each piece 256-byte aligned.
+// The workspace, each piece 256-byte aligned. Dense: w is the dequantized
+// scratch and the GEMMs' outputs come from the op layer. Grouped: no w; h
+// (rows, 2I) and the w2 output over a (dead once w13 has run).
 struct Workspace {
-  size_t sorted = 0, eids = 0, npp = 0, offs = 0, pos = 0, a = 0, a2 = 0, w = 0, total = 0;
+  size_t sorted = 0, eids = 0, npp = 0, offs = 0, pos = 0, a = 0, a2 = 0, w = 0, h = 0, total = 0;
 };
 
 size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
 
-Workspace workspace(const MoeProblem& p) {
-  const long long rows = dense_rows(p), slots = static_cast<long long>(p.T) * p.top_k;
-  const long long blocks = blocks_len(slots, p.E, kDenseBlockM);
+Workspace workspace(const MoeProblem& p, int block_m, long long rows, bool grouped) {
+  const long long slots = static_cast<long long>(p.T) * p.top_k;
+  const long long blocks = blocks_len(slots, p.E, block_m);
   Workspace l;
   size_t at = 0;
   auto take = [&](size_t bytes) { const size_t o = at; at = align_up(at + bytes); return o; };
@@ -215,9 +219,90 @@ Workspace workspace(const MoeProblem& p) {
   l.pos = take(slots * 4);
   l.a = take(static_cast<size_t>(rows) * p.H * 2);
   l.a2 = take(static_cast<size_t>(rows) * p.I * 2);
-  l.w = take(static_cast<size_t>(p.E) * 2 * p.I * p.H * 2);  // W13 (E, 2I, H), then W2 (E, H, I) over it
+  if (grouped) {
+    l.h = take(static_cast<size_t>(rows) * 2 * p.I * 2);
+  } else {
+    l.w = take(static_cast<size_t>(p.E) * 2 * p.I * p.H * 2);  // W13 (E, 2I, H), then W2 (E, H, I) over it
+  }
   l.total = at;
   return l;
+}
+
+Workspace workspace(const MoeProblem& p) { return workspace(p, kDenseBlockM, dense_rows(p), false); }
+
+// The layout both paths share, over the workspace: the sort, positions, gathered rows.
+DenseParams layout_params(const MoeProblem& p, unsigned char* ws, const Workspace& l, int block_m, long long rows) {
+  DenseParams d{};
+  d.x = static_cast<const uint16_t*>(p.x);
+  d.sorted_ids = reinterpret_cast<int32_t*>(ws + l.sorted);
+  d.expert_ids = reinterpret_cast<int32_t*>(ws + l.eids);
+  d.num_post_pad = reinterpret_cast<int32_t*>(ws + l.npp);
+  d.offs = reinterpret_cast<int32_t*>(ws + l.offs);
+  d.pos = reinterpret_cast<int32_t*>(ws + l.pos);
+  d.a = reinterpret_cast<uint16_t*>(ws + l.a);
+  d.a2 = reinterpret_cast<uint16_t*>(ws + l.a2);
+  d.y = static_cast<uint16_t*>(p.y);
+  d.topk_weights = p.topk_weights;
+  d.weights_f32 = p.weights_f32 ? 1 : 0;
+  d.weights_on_input = p.weights_on_input ? 1 : 0;
+  d.rows = static_cast<int>(rows);
+  d.slots = p.T * p.top_k;
+  d.E = p.E;
+  d.block_m = block_m;
+  d.top_k = p.top_k;
+  d.T = p.T;
+  d.H = p.H;
+  d.I = p.I;
+  return d;
+}
+
+std::string check_workspace(const MoeProblem& p, const Workspace& l, const char* path) {
+  if (p.workspace == nullptr || p.workspace_bytes < l.total)
+    return std::string("moe ") + path + ": workspace of " + str(static_cast<long long>(l.total)) +
+           " bytes required, got " + str(p.workspace == nullptr ? 0 : static_cast<long long>(p.workspace_bytes));
+  if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0)
+    return std::string("moe ") + path + ": workspace must be 256-byte aligned";
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.y) % 16 != 0)
+    return std::string("moe ") + path + ": x and y must be 16-byte aligned";
+  return "";
+}
+
+// align -> index (offs, pos := -1) -> gather: d.a holds the rows in expert runs of d.block_m.
+std::string sort_and_gather(const MoeProblem& p, DenseParams& d, cudaStream_t stream) {
+  const long long slots = static_cast<long long>(p.T) * p.top_k;
+  std::string why = align(p.topk_ids, p.ids_int64, slots, p.E, d.block_m, p.expert_map, p.map_len, d.sorted_ids,
+                          d.rows, d.expert_ids, blocks_len(slots, p.E, d.block_m), d.num_post_pad, p.device,
+                          p.cc_major, stream);
+  if (!why.empty()) return why;
+  index_kernel<<<1, kThreads, static_cast<size_t>(p.E) * sizeof(int32_t), stream>>>(d);
+  if (!(why = launched("index kernel")).empty()) return why;
+  // (the kernel stops at num_post_pad)
+  const long long gather_grid = grid_for(static_cast<long long>(d.rows) * (p.H / 8), p.sm_count);
+  if (p.dtype == DType::kBFloat16) gather_kernel<true><<<gather_grid, kThreads, 0, stream>>>(d);
+  else gather_kernel<false><<<gather_grid, kThreads, 0, stream>>>(d);
+  return launched("gather kernel");
+}
+
+// a2 = act(h[:, :I]) * h[:, I:] over the rows in use.
+std::string run_act(const MoeProblem& p, const DenseParams& d, cudaStream_t stream) {
+  const long long act_grid = grid_for(static_cast<long long>(d.rows) * (p.I / 8), p.sm_count);
+  const bool gelu = p.activation == MoeActivation::kGelu;
+  if (p.dtype == DType::kBFloat16) {
+    if (gelu) dense_act_kernel<true, kGelu><<<act_grid, kThreads, 0, stream>>>(d);
+    else dense_act_kernel<true, kSilu><<<act_grid, kThreads, 0, stream>>>(d);
+  } else {
+    if (gelu) dense_act_kernel<false, kGelu><<<act_grid, kThreads, 0, stream>>>(d);
+    else dense_act_kernel<false, kSilu><<<act_grid, kThreads, 0, stream>>>(d);
+  }
+  return launched("act kernel");
+}
+
+// y[t] = sum over k of w * o[pos[t k]] in fp32.
+std::string run_sum(const MoeProblem& p, const DenseParams& d, cudaStream_t stream) {
+  const long long sum_grid = grid_for(static_cast<long long>(p.T) * (p.H / 8), p.sm_count);
+  if (p.dtype == DType::kBFloat16) sum_kernel<true><<<sum_grid, kThreads, 0, stream>>>(d);
+  else sum_kernel<false><<<sum_grid, kThreads, 0, stream>>>(d);
+  return launched("sum kernel");
 }
 
 }  // namespace
@@ -252,79 +337,122 @@ std::string dense_describe(const MoeProblem& p) {
 
 std::string dense_launch(const MoeProblem& p, cudaStream_t stream) {
   const Workspace l = workspace(p);
-  if (p.workspace == nullptr || p.workspace_bytes < l.total)
-    return "moe dense: workspace of " + str(static_cast<long long>(l.total)) + " bytes required, got " +
-           str(p.workspace == nullptr ? 0 : static_cast<long long>(p.workspace_bytes));
-  if (reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0) return "moe dense: workspace must be 256-byte aligned";
-  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.y) % 16 != 0)
-    return "moe dense: x and y must be 16-byte aligned";
+  std::string why = check_workspace(p, l, "dense");
+  if (!why.empty()) return why;
   unsigned char* ws = static_cast<unsigned char*>(p.workspace);
-  const long long slots = static_cast<long long>(p.T) * p.top_k, rows = dense_rows(p);
+  const long long rows = dense_rows(p);
   const MoeGroupedGemm& gg = *p.grouped_gemm;
-
-  DenseParams d{};
-  d.x = static_cast<const uint16_t*>(p.x);
-  d.sorted_ids = reinterpret_cast<int32_t*>(ws + l.sorted);
-  d.expert_ids = reinterpret_cast<int32_t*>(ws + l.eids);
-  d.num_post_pad = reinterpret_cast<int32_t*>(ws + l.npp);
-  d.offs = reinterpret_cast<int32_t*>(ws + l.offs);
-  d.pos = reinterpret_cast<int32_t*>(ws + l.pos);
-  d.a = reinterpret_cast<uint16_t*>(ws + l.a);
-  d.a2 = reinterpret_cast<uint16_t*>(ws + l.a2);
-  d.y = static_cast<uint16_t*>(p.y);
-  d.topk_weights = p.topk_weights;
-  d.weights_f32 = p.weights_f32 ? 1 : 0;
-  d.weights_on_input = p.weights_on_input ? 1 : 0;
-  d.rows = static_cast<int>(rows);
-  d.slots = static_cast<int>(slots);
-  d.E = p.E;
-  d.block_m = kDenseBlockM;
-  d.top_k = p.top_k;
-  d.T = p.T;
-  d.H = p.H;
-  d.I = p.I;
-  const bool bf16 = p.dtype == DType::kBFloat16;
+  DenseParams d = layout_params(p, ws, l, kDenseBlockM, rows);
   void* w = ws + l.w;
 
-  std::string why = align(p.topk_ids, p.ids_int64, slots, p.E, kDenseBlockM, p.expert_map, p.map_len,
-                          d.sorted_ids, rows, d.expert_ids,
-                          blocks_len(slots, p.E, kDenseBlockM), d.num_post_pad, p.device,
-                          p.cc_major, stream);
-  if (!why.empty()) return why;
-  index_kernel<<<1, kThreads, static_cast<size_t>(p.E) * sizeof(int32_t), stream>>>(d);
-  if (!(why = launched("index kernel")).empty()) return why;
-  const long long gather_grid = grid_for(rows * (p.H / 8), p.sm_count);  // the kernel stops at num_post_pad
-  if (bf16) gather_kernel<true><<<gather_grid, kThreads, 0, stream>>>(d);
-  else gather_kernel<false><<<gather_grid, kThreads, 0, stream>>>(d);
-  if (!(why = launched("gather kernel")).empty()) return why;
+  if (!(why = sort_and_gather(p, d, stream)).empty()) return why;
   why = dense::dequantize_experts(expert_problem(p, p.w13, p.H, 2 * p.I), p.E, w, dense::Layout::kNK, stream);
   if (!why.empty()) return "moe dense: w13 dequant: " + why;
-
   void* h = nullptr;
   why = gg.run(gg.ctx, d.a, rows, p.H, w, 2 * p.I, p.E, d.offs, &h);
   if (!why.empty()) return "moe dense: w13 grouped GEMM: " + why;
   d.h = static_cast<const uint16_t*>(h);
-  const long long act_grid = grid_for(rows * (p.I / 8), p.sm_count);
-  const bool gelu = p.activation == MoeActivation::kGelu;
-  if (bf16) {
-    if (gelu) dense_act_kernel<true, kGelu><<<act_grid, kThreads, 0, stream>>>(d);
-    else dense_act_kernel<true, kSilu><<<act_grid, kThreads, 0, stream>>>(d);
-  } else {
-    if (gelu) dense_act_kernel<false, kGelu><<<act_grid, kThreads, 0, stream>>>(d);
-    else dense_act_kernel<false, kSilu><<<act_grid, kThreads, 0, stream>>>(d);
-  }
-  if (!(why = launched("act kernel")).empty()) return why;
+  if (!(why = run_act(p, d, stream)).empty()) return why;
   why = dense::dequantize_experts(expert_problem(p, p.w2, w2_k(p), p.H, p.I), p.E, w, dense::Layout::kNK, stream);
   if (!why.empty()) return "moe dense: w2 dequant: " + why;
-
   void* o = nullptr;
   why = gg.run(gg.ctx, d.a2, rows, p.I, w, p.H, p.E, d.offs, &o);
   if (!why.empty()) return "moe dense: w2 grouped GEMM: " + why;
   d.o = static_cast<const uint16_t*>(o);
-  const long long sum_grid = grid_for(static_cast<long long>(p.T) * (p.H / 8), p.sm_count);
-  if (bf16) sum_kernel<true><<<sum_grid, kThreads, 0, stream>>>(d);
-  else sum_kernel<false><<<sum_grid, kThreads, 0, stream>>>(d);
-  return launched("sum kernel");
+  return run_sum(p, d, stream);
+}
+
+// ---------------------------------------------------------------- grouped path
+
+namespace {
+
+// The routed rows per expert the tile is chosen for: T top_k / E (global experts under a map).
+double avg_rows(const MoeProblem& p) {
+  const long long experts = p.expert_map != nullptr ? p.map_len : p.E;
+  return static_cast<double>(p.T) * p.top_k / static_cast<double>(std::max(1LL, experts));
+}
+
+// Rows allocated: every padded run fits, and a whole number of tiles.
+long long grouped_rows(const MoeProblem& p, int bm) {
+  return blocks_len(static_cast<long long>(p.T) * p.top_k, p.E, bm) * bm;
+}
+
+// One GEMM of the layer over the stacked experts, on rows a -> out.
+prefill::GroupedProblem grouped_gemm(const MoeProblem& p, const MoeWeight& w, int K, int N, int bm, long long rows,
+                                     const void* a, void* out, const DenseParams* d) {
+  prefill::GroupedProblem g;
+  g.gemm = expert_problem(p, w, K, N);
+  g.gemm.perm = nullptr;  // refused by grouped_can_implement before this is used
+  g.gemm.x = a;
+  g.gemm.y = out;
+  g.gemm.M = static_cast<int>(rows);
+  g.tile_expert = d != nullptr ? d->expert_ids : nullptr;
+  g.rows_dev = d != nullptr ? d->num_post_pad : nullptr;
+  g.experts = p.E;
+  g.tile_rows = bm;
+  return g;
+}
+
+}  // namespace
+
+int grouped_block_m(const MoeProblem& p) {
+  return prefill::grouped_tile_rows(expert_problem(p, p.w13, p.H, 2 * p.I), avg_rows(p));
+}
+
+std::string grouped_can_implement(const MoeProblem& p) {
+  const int bm = grouped_block_m(p);
+  if (bm == 0)
+    return "the grouped MoE path needs sm90a (the prefill mainloop's grouped GEMM), device is compute capability " +
+           str(p.cc_major) + "." + str(p.cc_minor);
+  if (p.w13.perm != nullptr || p.w2.perm != nullptr || p.I_w2 > 0)
+    return "the grouped MoE path takes no act-order experts (the fused path serves them)";
+  if (p.E < 1 || p.E > kDenseMaxExperts)
+    return "the grouped MoE path needs 1 <= E <= " + str(kDenseMaxExperts) + ", got E = " + str(p.E);
+  const long long rows = grouped_rows(p, bm);
+  if (rows > INT_MAX) return "the grouped MoE path needs its rows (" + str(rows) + ") to fit in int32";
+  std::string why = prefill::grouped_can_implement(grouped_gemm(p, p.w13, p.H, 2 * p.I, bm, rows, nullptr, nullptr,
+                                                                nullptr));
+  if (!why.empty()) return "w13: " + why;
+  why = prefill::grouped_can_implement(grouped_gemm(p, p.w2, p.I, p.H, bm, rows, nullptr, nullptr, nullptr));
+  if (!why.empty()) return "w2: " + why;
+  return can_align(static_cast<long long>(p.T) * p.top_k, p.E, bm, p.cc_major);
+}
+
+size_t grouped_workspace_bytes(const MoeProblem& p) {
+  const int bm = grouped_block_m(p);
+  return bm == 0 ? 0 : workspace(p, bm, grouped_rows(p, bm), true).total;
+}
+
+std::string grouped_describe(const MoeProblem& p) {
+  const int bm = grouped_block_m(p);
+  if (bm == 0) return "grouped: " + grouped_can_implement(p);
+  const long long rows = grouped_rows(p, bm);
+  return "grouped: block_m=" + str(bm) + " rows<=" + str(rows) + " w13[" +
+         prefill::grouped_describe(grouped_gemm(p, p.w13, p.H, 2 * p.I, bm, rows, nullptr, nullptr, nullptr)) +
+         "] w2[" + prefill::grouped_describe(grouped_gemm(p, p.w2, p.I, p.H, bm, rows, nullptr, nullptr, nullptr)) +
+         "]";
+}
+
+std::string grouped_launch(const MoeProblem& p, cudaStream_t stream) {
+  const int bm = grouped_block_m(p);
+  const long long rows = grouped_rows(p, bm);
+  const Workspace l = workspace(p, bm, rows, true);
+  std::string why = check_workspace(p, l, "grouped");
+  if (!why.empty()) return why;
+  unsigned char* ws = static_cast<unsigned char*>(p.workspace);
+  DenseParams d = layout_params(p, ws, l, bm, rows);
+  uint16_t* h = reinterpret_cast<uint16_t*>(ws + l.h);
+  uint16_t* o = d.a;  // the gathered rows are dead once w13 has run
+  d.h = h;
+  d.o = o;
+
+  if (!(why = sort_and_gather(p, d, stream)).empty()) return why;
+  why = prefill::grouped_launch(grouped_gemm(p, p.w13, p.H, 2 * p.I, bm, rows, d.a, h, &d), stream);
+  if (!why.empty()) return "moe grouped: w13: " + why;
+  if (!(why = run_act(p, d, stream)).empty()) return why;
+  why = prefill::grouped_launch(grouped_gemm(p, p.w2, p.I, p.H, bm, rows, d.a2, o, &d), stream);
+  if (!why.empty()) return "moe grouped: w2: " + why;
+  return run_sum(p, d, stream);
 }
 
 }  // namespace moe

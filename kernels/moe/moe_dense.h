@@ -1,6 +1,8 @@
 // The dense MoE path (high tokens per expert): dequantize every expert into a
 // plain fp16/bf16 scratch weight and hand the token-sorted activations to a
-// grouped GEMM. Host C++ interface; kernels and host side in moe_dense.cu.
+// grouped GEMM; and the grouped path, which runs the same layout through the
+// prefill mainloop on the packed experts. Host C++ interface; kernels and host
+// side in moe_dense.cu.
 //
 // The grouped GEMM comes from the op layer (MoeProblem::grouped_gemm: torch's
 // _grouped_mm, its CUTLASS kernel on sm90). One stream, no host
@@ -47,6 +49,18 @@ std::string dense_launch(const MoeProblem& p, cudaStream_t stream);
 
 // One line naming the configuration (SWORDFISH_DEBUG logs, tests).
 std::string dense_describe(const MoeProblem& p);
+
+// The grouped path: the same layout, sort, gather, activation and top-k sum,
+// with runs padded to the prefill's token tile (prefill::grouped_tile_rows)
+// and both GEMMs run by the prefill mainloop's grouped GEMM on the packed
+// experts (prefill.h GroupedProblem): no dequantized scratch, no torch GEMM,
+// bit-stable output. sm90a only; no act-order experts. Not chosen by auto
+// until timed: path="grouped" forces it.
+int grouped_block_m(const MoeProblem& p);
+std::string grouped_can_implement(const MoeProblem& p);
+size_t grouped_workspace_bytes(const MoeProblem& p);
+std::string grouped_launch(const MoeProblem& p, cudaStream_t stream);
+std::string grouped_describe(const MoeProblem& p);
 
 }  // namespace moe
 }  // namespace swordfish

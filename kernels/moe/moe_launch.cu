@@ -270,8 +270,8 @@ long long elem_grid(long long items, int sm_count) {
 }  // namespace
 
 std::string can_align(long long slots, int experts, int block_m, int cc_major) {
-  if (block_m != kSwapBlockM && block_m != 16 && block_m != 32)
-    return "moe: block_m must be 8, 16 or 32, got block_m = " + str(block_m);
+  if (block_m != kSwapBlockM && block_m != 16 && block_m != 32 && block_m != 64 && block_m != 128 && block_m != 256)
+    return "moe: block_m must be 8, 16, 32, 64, 128 or 256, got block_m = " + str(block_m);
   if (experts <= 0) return "moe: the number of experts must be positive, got E = " + str(experts);
   if (slots < 0) return "moe: T * top_k must be >= 0, got " + str(slots);
   if (sorted_len(slots, experts, block_m) > kIntMax)

@@ -32,6 +32,7 @@ enum class MoePath : int {
   kAuto = 0,   // the MoE dispatcher's choice
   kFused = 1,  // the decode-machinery Stream-K expert GEMM (kernels/moe)
   kDense = 2,  // dequantize the experts + a grouped GEMM (kernels/moe/moe_dense.h)
+  kGrouped = 3,  // the prefill mainloop's grouped GEMM on the packed experts (moe_dense.h grouped_*)
 };
 
 constexpr const char* moe_path_name(MoePath p) {
@@ -39,6 +40,7 @@ constexpr const char* moe_path_name(MoePath p) {
     case MoePath::kAuto: return "auto";
     case MoePath::kFused: return "fused";
     case MoePath::kDense: return "dense";
+    case MoePath::kGrouped: return "grouped";
   }
   return "unknown";
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels/common/problem.h"
@@ -59,6 +60,40 @@ std::string describe(const GemmProblem& p);
 // is set. Defined in prefill_plan.cpp (plain C++: the dispatcher's CPU tests
 // link it).
 double plan_balance(const GemmProblem& p);
+
+// A grouped GEMM over stacked experts (the MoE layer's grouped path,
+// kernels/moe/moe_dense.cu): y[r] = x[r] @ W[e(r)]^T, where rows come in runs
+// of `tile_rows` rows that all belong to one expert, tile_expert[i] naming
+// the expert of run i.
+//   gemm: one expert's K, N, bits, group, dtype and device; packed, scales
+//     and zeros hold all `experts` experts stacked (E, N / 64, K / block_k,
+//     512) and (E, K / group, N); x is (M, K) and y (M, N) with M a multiple
+//     of tile_rows (the allocation: an upper bound); no perm, no bias.
+//   rows_dev: the rows in use, on the device (a multiple of tile_rows, <= M):
+//     runs past it, and runs whose expert lies outside [0, experts), are
+//     neither read nor written.
+// sm90a only today; elsewhere grouped_can_implement says so.
+struct GroupedProblem {
+  GemmProblem gemm;
+  const int32_t* tile_expert = nullptr;  // (M / tile_rows)
+  const int32_t* rows_dev = nullptr;
+  int experts = 0;
+  int tile_rows = 0;  // grouped_tile_rows()
+};
+
+// The run length (token tile) the grouped GEMM takes for experts that hold
+// about avg_rows rows each, 0 where the device has no grouped GEMM. Plain C++.
+int grouped_tile_rows(const GemmProblem& expert, double avg_rows);
+
+// "" when the grouped GEMM can run g, else the reason naming the value.
+std::string grouped_can_implement(const GroupedProblem& g);
+
+// Enqueue g on `stream` (a cudaStream_t; no host synchronisation, no
+// allocation, CUDA-graph safe). "" on success, else the error.
+std::string grouped_launch(const GroupedProblem& g, void* stream);
+
+// One line naming the grouped GEMM's configuration.
+std::string grouped_describe(const GroupedProblem& g);
 
 }  // namespace prefill
 }  // namespace swordfish

@@ -91,5 +91,20 @@ std::string describe(const GemmProblem& p) {
   return "prefill: " + arch_reason(p);
 }
 
+std::string grouped_can_implement(const GroupedProblem& g) {
+  if (arch_of(g.gemm) == Arch::kSm90) return sm90::grouped_can_implement(g);
+  return "the grouped prefill (stacked experts) needs sm90a (compute capability 9.0), device is " + arch_name(g.gemm);
+}
+
+std::string grouped_launch(const GroupedProblem& g, void* stream) {
+  if (arch_of(g.gemm) == Arch::kSm90) return sm90::grouped_launch(g, static_cast<cudaStream_t>(stream));
+  return grouped_can_implement(g);
+}
+
+std::string grouped_describe(const GroupedProblem& g) {
+  if (arch_of(g.gemm) == Arch::kSm90) return sm90::grouped_describe(g);
+  return "grouped prefill: " + grouped_can_implement(g);
+}
+
 }  // namespace prefill
 }  // namespace swordfish

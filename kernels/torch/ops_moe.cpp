@@ -191,7 +191,8 @@ std::string grouped_gemm(void* ctx_ptr, const void* a, long long rows, int K, co
 }
 
 MoePath resolve_path(const char* op, const MoeProblem& p, int64_t path) {
-  SF_CHECK(path >= 0 && path <= 2, op, "path must be 0 (auto), 1 (fused) or 2 (dense), got ", path);
+  SF_CHECK(path >= 0 && path <= static_cast<int64_t>(MoePath::kGrouped), op,
+           "path must be 0 (auto), 1 (fused), 2 (dense) or 3 (grouped), got ", path);
   const MoePath chosen = path == 0 ? dispatch::moe_select(p) : static_cast<MoePath>(path);
   const std::string why = dispatch::moe_can_implement(p, chosen);
   SF_CHECK(why.empty(), op, "path ", moe_path_name(chosen), " cannot run this problem: ", why);

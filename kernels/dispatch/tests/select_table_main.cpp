@@ -15,6 +15,8 @@
 //   balance CC_MAJOR CC_MINOR SM_COUNT M K N BITS
 //       -> prefill_balance(table, p) x 1000, rounded down (what choose() compares with min_balance;
 //          1000 above the table's unbalanced_max_m, where no plan is built)
+//   grouped_tile CC_MAJOR CC_MINOR BITS AVG_ROWS
+//       -> prefill::grouped_tile_rows (the grouped MoE GEMM's token tile; 0: none on that device)
 // Not part of the extension (CMake skips tests/ folders).
 #include <climits>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "kernels/dispatch/arch_tables.hpp"
+#include "kernels/prefill/prefill.h"
 
 using namespace swordfish;
 using namespace swordfish::dispatch::heuristics;
@@ -82,6 +85,15 @@ int main() {
         return 2;
       }
       std::printf("%d\n", static_cast<int>(prefill_balance(table_for(p.cc_major, p.cc_minor), p) * 1000));
+    } else if (cmd == "grouped_tile") {
+      GemmProblem p;
+      double avg = 0;
+      in >> p.cc_major >> p.cc_minor >> p.bits >> avg;
+      if (!in) {
+        std::printf("error: bad query '%s'\n", line.c_str());
+        return 2;
+      }
+      std::printf("%d\n", prefill::grouped_tile_rows(p, avg));
     } else if (!cmd.empty()) {
       std::printf("error: unknown command '%s'\n", cmd.c_str());
       return 2;

@@ -41,6 +41,10 @@
 //   next item while the consumers store: whole tiles for the full waves, and
 //   the tiles of the last, partial wave split along K so that it fills the
 //   SMs (data-parallel + split tail, see Params).
+// Grouped (stacked experts, grouped_launch): m tile i multiplies by expert
+//   tile_expert[i]'s weight (its n blocks and scale rows offset into the same
+//   maps widened to all experts); the m tile count is an upper bound and the
+//   tiles past the device-side row count are skipped by every role alike.
 // Epilogue: fp32 accumulators (+ bias) -> dtype, written into a 128-byte-
 //   swizzled (BT, 64) staging tile per warpgroup and stored with one TMA
 //   store (rows >= M are clipped by TMA). int8's BT 128 and BT 256 tiles stage
@@ -101,6 +105,13 @@ struct Params {
                            // stage's other rows only feed outputs that are never stored; they
                            // are zeroed once per ring slot (tmap_x_zero) so that their MMAs
                            // run on zeros, as TMA's out-of-bounds fill had them do.
+  // Grouped (the MoE experts, launch_grouped): m tile i of x runs against expert tile_expert[i]'s
+  // weight, whose n blocks start expert_nblocks * e into tmap_w and whose scale rows start
+  // expert_srows * e into tmap_s / tmap_z. m_tiles is then an upper bound: tiles from
+  // *rows_dev / BT on, and tiles of an expert outside [0, experts), are skipped by every role.
+  const int32_t* tile_expert;  // (m_tiles) or nullptr: one weight
+  const int32_t* rows_dev;     // rows of x in use (a multiple of BT), read after the dependency wait
+  int experts, expert_nblocks, expert_srows;
 };
 
 // Work item -> tile coordinates and k-stage range.
@@ -142,6 +153,22 @@ SF_DEVICE Item item_of(const Params& p, int item) {
   it.kb0 = static_cast<int>(static_cast<long long>(split) * p.k_stages / parts);
   it.kb1 = static_cast<int>(static_cast<long long>(split + 1) * p.k_stages / parts);
   return it;
+}
+
+// m tiles in use: all of them, or a grouped GEMM's *rows_dev / BT (read once per role, after the
+// dependency wait).
+template <int BT>
+SF_DEVICE int live_m_tiles(const Params& p) {
+  return p.rows_dev != nullptr ? min(p.m_tiles, *p.rows_dev / BT) : p.m_tiles;
+}
+
+// The expert whose weight item `it` reads: 0 without tile_expert, else tile_expert[m tile];
+// -1 when every role skips the item (past the rows in use, or an expert not on this rank).
+SF_DEVICE int item_expert(const Params& p, const Item& it, int live_m) {
+  if (p.tile_expert == nullptr) return 0;
+  if (it.m_tile >= live_m) return -1;
+  const int e = p.tile_expert[it.m_tile];
+  return static_cast<unsigned>(e) < static_cast<unsigned>(p.experts) ? e : -1;
 }
 
 // First scale row a stage needs (scale_rows consecutive rows are staged).
@@ -305,10 +332,13 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
     uint32_t zeroed = 0;
     int stage = 0;
     uint32_t phase = 0;
+    const int live_m = live_m_tiles<BT>(p);
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
       const Item it = item_of<CG>(p, item);
+      const int e = item_expert(p, it, live_m);
+      if (e < 0) continue;
       const int m0 = it.m_tile * BT;
-      const int nb = it.n0 / format::kBlockN;
+      const int nb = it.n0 / format::kBlockN + e * p.expert_nblocks;
       const bool last_m = it.m_tile == p.m_tiles - 1;
       const void* map_x = last_m ? &tmap_x_tail : &tmap_x;
       const uint32_t tx = KS * (last_m ? p.x_tail_rows : BT) * 128 + tx_wsz;
@@ -333,7 +363,7 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
           cute::SM90_TMA_LOAD_3D::copy(&tmap_w, &full[stage], hint, smem + L::kOffW + stage * L::kWBytes, 0,
                                        kb * KS * kBlocksPerStage, nb);
         } else {
-          const int row = scale_row<KS>(p, kb);
+          const int row = scale_row<KS>(p, kb) + e * p.expert_srows;
           cute::SM90_TMA_LOAD_2D::copy(&tmap_s, &full[stage], hint, smem + L::kOffS + stage * L::kSBytes, it.n0, row);
           if (has_zeros)
             cute::SM90_TMA_LOAD_2D::copy(&tmap_z, &full[stage], hint, smem + L::kOffZ + stage * L::kSBytes, it.n0,
@@ -427,8 +457,10 @@ __global__ void __launch_bounds__(threads_for(CG), 1)
   };
 
   bool pending_store = false;
+  const int live_m = live_m_tiles<BT>(p);
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
     const Item it = item_of<CG>(p, item);
+    if (item_expert(p, it, live_m) < 0) continue;  // as the producer: no stage of it was loaded
     const int m0 = it.m_tile * BT;
     int prev = -1;
     int kb = it.kb0;

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -175,6 +176,115 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
   }
   return cuda_error("prefill launch");
+}
+
+namespace {
+
+// One expert's problem widened to all of them, for the tensor maps: the packed
+// n blocks and the scale rows of expert e follow those of expert e - 1.
+GemmProblem stacked(const GroupedProblem& g) {
+  GemmProblem all = g.gemm;
+  all.N = g.gemm.N * g.experts;  // packed: (E N / 64) n blocks of K / block_k blocks each
+  return all;
+}
+
+}  // namespace
+
+std::string grouped_can_implement(const GroupedProblem& g) {
+  const GemmProblem& p = g.gemm;
+  std::string why = can_implement(p);
+  if (!why.empty()) return why;
+  if (p.perm != nullptr) return "the grouped prefill takes no act-order permutation (gather the rows first)";
+  if (p.bias != nullptr) return "the grouped prefill takes no bias";
+  if (g.tile_rows != 64 && g.tile_rows != 128 && g.tile_rows != 256)
+    return "the grouped prefill runs 64-, 128- or 256-row tiles, got tile_rows = " + str(g.tile_rows);
+  if (p.M % g.tile_rows != 0)
+    return "the grouped prefill needs M (the rows allocated) to be a multiple of tile_rows = " + str(g.tile_rows) +
+           ", got M = " + str(p.M);
+  if (g.experts < 1) return "the grouped prefill needs experts >= 1, got " + str(g.experts);
+  // Every TMA coordinate is an int32: the stacked packed n blocks and scale rows must fit.
+  if (static_cast<long long>(p.N / format::kBlockN) * g.experts > INT_MAX ||
+      static_cast<long long>(p.K / p.group) * g.experts > INT_MAX)
+    return "the grouped prefill's stacked experts overflow a TMA coordinate (E = " + str(g.experts) + ")";
+  return "";
+}
+
+std::string grouped_describe(const GroupedProblem& g) {
+  const GemmProblem& p = g.gemm;
+  const Plan plan = make_grouped_plan(p, p.M, g.tile_rows, g.experts);
+  const KernelSet k = kernels_for(p, plan);
+  return "grouped prefill sm90 int" + str(p.bits) + (p.dtype == DType::kBFloat16 ? " bf16" : " fp16") + " tile=" +
+         str(plan.tile_n()) + "x" + str(plan.bt) + " k=" + str(kSliceK * k.slices) + " stages=" + str(k.stages) +
+         " experts=" + str(g.experts) + " m_tiles<=" + str(plan.m_tiles) + " items<=" + str(plan.items) +
+         " grid=" + str(plan.grid) + " band=" + str(plan.group_m);
+}
+
+std::string grouped_launch(const GroupedProblem& g, cudaStream_t stream) {
+  std::string why = sm90::grouped_can_implement(g);
+  if (!why.empty()) return why;
+  if (g.tile_expert == nullptr || g.rows_dev == nullptr)
+    return "the grouped prefill needs tile_expert and rows_dev (device pointers)";
+  const GemmProblem& p = g.gemm;
+  if (p.M == 0) return "";
+  const Plan plan = make_grouped_plan(p, p.M, g.tile_rows, g.experts);
+  const KernelSet k = kernels_for(p, plan);
+  if (k.gemm == nullptr) return "no prefill kernel for tile " + str(plan.tile_n()) + "x" + str(plan.bt);
+
+  Params params{};
+  params.zeros = static_cast<const uint16_t*>(p.zeros);
+  params.M = p.M;
+  params.K = p.K;
+  params.N = p.N;
+  params.group = p.group;
+  params.channelwise = p.channelwise ? 1 : 0;
+  params.m_tiles = plan.m_tiles;
+  params.n_tiles = plan.n_tiles;
+  params.dp_tiles = plan.dp_tiles;
+  params.splits = 1;
+  params.k_stages = plan.k_stages;
+  params.items = plan.items;
+  params.group_m = plan.group_m;
+  params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
+  params.x_tail_rows = plan.bt;  // every run is whole: the tail map is the plain one
+  params.tile_expert = g.tile_expert;
+  params.rows_dev = g.rows_dev;
+  params.experts = g.experts;
+  params.expert_nblocks = p.N / format::kBlockN;
+  params.expert_srows = p.K / p.group;
+
+  const GemmProblem all = stacked(g);
+  CUtensorMap tmap_x, tmap_x_tail, tmap_x_zero, tmap_w, tmap_s, tmap_z, tmap_y;
+  why = tma::tile_map_16(&tmap_x, p.x, p.M, p.K, plan.bt, "x");
+  if (why.empty()) why = tma::tile_map_16(&tmap_x_tail, p.x, p.M, p.K, plan.bt, "x (last m tile)");
+  void* zeros = nullptr;
+  if (why.empty() && cudaGetSymbolAddress(&zeros, g_zero_rows) != cudaSuccess) why = cuda_error("prefill zero rows");
+  if (why.empty()) why = tma::tile_map_16(&tmap_x_zero, zeros, kZeroRows, 64, 8, "x zero rows");  // never loaded
+  if (why.empty()) why = tma::packed_map(&tmap_w, all, k.slices * kSliceK / format::block_k(p.bits), plan.cg);
+  // Scales of all experts as one (E K / group, N) tensor: scale_map reads K / group rows of N columns.
+  GemmProblem rows_all = p;
+  rows_all.K = p.K * g.experts;
+  if (why.empty()) why = tma::scale_map(&tmap_s, p.scales, rows_all, params.scale_rows, plan.tile_n(), "scales");
+  if (why.empty())
+    why = tma::scale_map(&tmap_z, p.zeros != nullptr ? p.zeros : p.scales, rows_all, params.scale_rows,
+                         plan.tile_n(), "zeros");
+  if (why.empty()) why = tma::tile_map_16(&tmap_y, p.y, p.M, p.N, k.epi_rows, "y");
+  if (!why.empty()) return why;
+
+  why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);
+  if (!why.empty()) return "grouped prefill: " + why;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(plan.grid);
+  cfg.blockDim = dim3(threads_for(plan.cg));
+  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = pdl;
+  cfg.numAttrs = 1;
+  void* args[] = {&params, &tmap_x, &tmap_x_tail, &tmap_x_zero, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
+  if (cudaLaunchKernelExC(&cfg, k.gemm, args) != cudaSuccess) return cuda_error("grouped prefill gemm launch");
+  return cuda_error("grouped prefill launch");
 }
 
 }  // namespace sm90

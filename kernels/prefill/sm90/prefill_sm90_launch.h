@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/common/problem.h"
+#include "kernels/prefill/prefill.h"
 
 namespace swordfish {
 namespace prefill {
@@ -27,6 +28,12 @@ std::string launch(const GemmProblem& p, cudaStream_t stream);
 
 // One line naming the plan and kernel configuration launch() would use.
 std::string describe(const GemmProblem& p);
+
+// The grouped GEMM over stacked experts (prefill.h GroupedProblem), the same
+// kernel with a per-run expert: its can_implement, launch and describe.
+std::string grouped_can_implement(const GroupedProblem& g);
+std::string grouped_launch(const GroupedProblem& g, cudaStream_t stream);
+std::string grouped_describe(const GroupedProblem& g);
 
 }  // namespace sm90
 }  // namespace prefill

@@ -34,6 +34,7 @@
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <cstddef>
 
@@ -185,6 +186,48 @@ inline Plan make_plan(const GemmProblem& p) {
   if (best.splits > 1)
     best.ws_partials = static_cast<size_t>(best.split_tiles) * best.splits * best.bt * best.tile_n() * sizeof(float);
   return best;
+}
+
+// The grouped GEMM over stacked experts (prefill.h GroupedProblem). Each
+// expert's run pads to a multiple of the token tile: about avg + bt / 2 rows,
+// at least one tile. The tile is the one whose padded rows cost least at the
+// 128-column tiles' per-slice rate (slice_ns / bt per row): 64 rows below
+// about 60 rows per expert, 128 below about 420, 256 from there (int8: 57,
+// 213). The rates are the dense plan's; the grouped kernel is not yet timed.
+inline int grouped_tile_rows(int bits, double avg_rows) {
+  int best = 64;
+  double best_cost = 0;
+  for (int bt : {64, 128, 256}) {
+    const double rows = std::max<double>(bt, avg_rows + bt / 2.0);
+    const double cost = rows * slice_ns(bits, bt, 2) / bt;
+    if (bt == 64 || cost < best_cost) {
+      best = bt;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// Whole 128-column tiles over `rows` (an upper bound: the kernel skips runs
+// past the device's row count), no split-K. The band is about one expert's
+// runs (rows / experts of them, at most 8): the band's m tiles share each
+// weight tile through L2 while the next expert's runs start.
+inline Plan make_grouped_plan(const GemmProblem& expert, long long rows, int bt, int experts) {
+  Plan plan;
+  const long long sms = expert.sm_count > 0 ? expert.sm_count : 1;
+  plan.cg = 2;
+  plan.bt = bt;
+  plan.n_tiles = static_cast<int>(plan_ceil_div(expert.N, plan.tile_n()));
+  plan.m_tiles = static_cast<int>(rows / bt);
+  plan.k_stages = expert.K / (kSliceK * slices(expert.bits, bt, plan.cg));
+  const long long tiles = static_cast<long long>(plan.m_tiles) * plan.n_tiles;
+  plan.dp_tiles = static_cast<int>(tiles);
+  plan.items = static_cast<int>(tiles);
+  plan.grid = static_cast<int>(std::max(1LL, std::min(tiles, sms)));
+  const long long per_expert = plan_ceil_div(plan_ceil_div(rows, std::max(experts, 1)), bt);
+  plan.group_m = static_cast<int>(std::max(1LL, std::min<long long>({per_expert, 8LL, std::max(1, plan.m_tiles)})));
+  plan.balance = 1.0;
+  return plan;
 }
 
 // Rows of x a stage loads for the last m tile: its rows inside M rounded up to
