@@ -3,8 +3,8 @@ the sm90 prefill mainloop's grouped GEMM in kernels/prefill/sm90/).
 
 The same oracle, poisoning and tolerance as tests/test_moe_kernels_gpu.py (its helpers are imported):
 an fp32 reference of the dequantized experts, fresh random codes and routing per case, the caching
-allocator filled with NaN before the op allocates. The path is forced (auto does not pick it until it
-is timed), and the debug line must name it, so every case below really runs the grouped GEMM. Runs
+allocator filled with NaN before the op allocates. The path is forced (auto picks it only from 32
+routed tokens per expert), and the debug line must name it, so every case below really runs the grouped GEMM. Runs
 are padded to the prefill's token tile (64, 128 or 256 rows by the average rows per expert): the
 cases cross those choices, leave experts without tokens, route everything to one expert, and drop
 slots through an expert map. The grouped path has no atomics: two runs must agree bit for bit, and a

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA device and the compiled extension",
 )
 
-PATH_AUTO, PATH_FUSED, PATH_DENSE = 0, 1, 2
+PATH_AUTO, PATH_FUSED, PATH_DENSE, PATH_GROUPED = 0, 1, 2, 3
 H, I = 384, 256  # w13: K = 384, N = 512; w2: K = 256, N = 384 (six n64 columns: a partial n256 quad)
 
 
@@ -502,10 +502,12 @@ def test_cuda_graph_replay(T, k, E, det):
 
 def test_dispatch_surface():
     dev = torch.cuda.current_device()
-    assert torch.ops.swordfish.moe_path_names() == "fused,dense"
-    # bf16, top-8 of 128 experts: the dense path from 128 routed tokens per expert (moe_sm90.hpp), T = 2048
-    for T, path in ((1, PATH_FUSED), (16, PATH_FUSED), (256, PATH_FUSED), (4096, PATH_DENSE)):
-        assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev) == path, T
+    assert torch.ops.swordfish.moe_path_names() == "fused,dense,grouped"
+    if torch.cuda.get_device_capability(dev)[0] == 9:
+        # bf16, top-8 of 128 experts on Hopper: grouped from 32 routed tokens per expert (moe_sm90.hpp), T = 512
+        for T, path in ((1, PATH_FUSED), (16, PATH_FUSED), (256, PATH_FUSED), (511, PATH_FUSED), (512, PATH_GROUPED),
+                        (4096, PATH_GROUPED)):
+            assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev) == path, T
     w13, w2 = layer(8)
     x = xin(4, torch.bfloat16)
     ids, weights = routing(4, 2, 8)

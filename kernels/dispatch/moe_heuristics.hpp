@@ -6,7 +6,7 @@
 // The decision, in order:
 //   0. Grouped (the prefill mainloop's grouped GEMM on the packed experts)
 //      when it can run the layer and the average reaches
-//      grouped_min_avg_tokens (kNever in every table until it is timed).
+//      grouped_min_avg_tokens (timed on sm90; kNever elsewhere: sm90a only).
 //   1. Dense (dequantize the experts + a bf16 grouped GEMM) when it can run
 //      the layer and the average routed tokens per expert, T * top_k / E
 //      (E: the global experts, expert_map's length when there is one), reach
