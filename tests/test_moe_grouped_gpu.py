@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from test_moe_kernels_gpu import H, I, check_close, fused, layer, ops_fused_moe, ref_moe, routing, xin
+from test_moe_kernels_gpu import FORMATS, H, I, check_close, fused, layer, ops_fused_moe, ref_moe, routing, xin
 
 ops = pytest.importorskip("swordfish_backend.ops")
 
@@ -86,9 +86,6 @@ def test_one_expert_takes_everything():
     weights = torch.ones(T, 1, device="cuda")
     y = grouped(x, w13, w2, weights, ids)
     check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, "one expert")
-
-
-FORMATS = [(b, g) for b in (4, 8) for g in (32, 64, 128, -1)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])

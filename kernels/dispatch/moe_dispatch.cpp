@@ -37,9 +37,6 @@ const moe_heuristics::MoeTable& table_for(int cc_major) {
   return moe_heuristics::kMoeConservative;
 }
 
-// The experts routing averages over: the global count when ids go through a map.
-long long global_experts(const MoeProblem& p) { return p.expert_map != nullptr ? p.map_len : p.E; }
-
 std::string dense_reason(const MoeProblem& p) { return moe::dense_can_implement(p); }
 
 std::string path_reason(const MoeProblem& p, MoePath path) {

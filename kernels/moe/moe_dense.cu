@@ -368,8 +368,7 @@ namespace {
 
 // The routed rows per expert the tile is chosen for: T top_k / E (global experts under a map).
 double avg_rows(const MoeProblem& p) {
-  const long long experts = p.expert_map != nullptr ? p.map_len : p.E;
-  return static_cast<double>(p.T) * p.top_k / static_cast<double>(std::max(1LL, experts));
+  return static_cast<double>(p.T) * p.top_k / static_cast<double>(std::max(1LL, global_experts(p)));
 }
 
 // Rows allocated: every padded run fits, and a whole number of tiles.
@@ -405,7 +404,7 @@ std::string grouped_can_implement(const MoeProblem& p) {
     return "the grouped MoE path needs sm90a (the prefill mainloop's grouped GEMM), device is compute capability " +
            str(p.cc_major) + "." + str(p.cc_minor);
   if (p.w13.perm != nullptr || p.w2.perm != nullptr || p.I_w2 > 0)
-    return "the grouped MoE path takes no act-order experts (the fused path serves them)";
+    return "the grouped MoE path takes no act-order experts (the fused and dense paths serve them)";
   if (p.E < 1 || p.E > kDenseMaxExperts)
     return "the grouped MoE path needs 1 <= E <= " + str(kDenseMaxExperts) + ", got E = " + str(p.E);
   const long long rows = grouped_rows(p, bm);

@@ -54,8 +54,8 @@ std::string dense_describe(const MoeProblem& p);
 // with runs padded to the prefill's token tile (prefill::grouped_tile_rows)
 // and both GEMMs run by the prefill mainloop's grouped GEMM on the packed
 // experts (prefill.h GroupedProblem): no dequantized scratch, no torch GEMM,
-// bit-stable output. sm90a only; no act-order experts. Not chosen by auto
-// until timed: path="grouped" forces it.
+// bit-stable output. sm90a only; no act-order experts. Auto picks it from
+// moe_sm90.hpp's grouped_min_avg_tokens; path="grouped" forces it.
 int grouped_block_m(const MoeProblem& p);
 std::string grouped_can_implement(const MoeProblem& p);
 size_t grouped_workspace_bytes(const MoeProblem& p);

@@ -103,4 +103,7 @@ struct MoeProblem {
 // w2's packed K: I, or K_pad >= I when w2 holds the padded act-order layout.
 constexpr int w2_k(const MoeProblem& p) { return p.I_w2 > 0 ? p.I_w2 : p.I; }
 
+// The experts top_k chooses from: the global ones (expert_map's length) under a map, else E.
+constexpr long long global_experts(const MoeProblem& p) { return p.expert_map != nullptr ? p.map_len : p.E; }
+
 }  // namespace swordfish

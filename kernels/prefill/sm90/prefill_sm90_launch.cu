@@ -15,6 +15,7 @@
 
 #include "kernels/common/format.h"
 #include "kernels/common/func_attr.h"
+#include "kernels/common/launch.h"
 #include "kernels/common/problem.h"
 #include "kernels/prefill/prefill.h"
 #include "kernels/common/tma_desc.h"
@@ -48,6 +49,33 @@ std::string cuda_error(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return "";
   return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+// One launch with programmatic stream serialization (common/launch.h): "" or the error named by `what`.
+std::string launch_pdl(const void* fn, dim3 grid, int block, int smem, void** args, cudaStream_t stream,
+                       const char* what) {
+  const cudaError_t e = launch_ex(fn, grid, block, static_cast<size_t>(smem), true, args, stream);
+  return e == cudaSuccess ? "" : std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+// The launch parameters every plan sets (the caller adds bias, partials, x_tail_rows and the grouped fields).
+Params params_for(const GemmProblem& p, const Plan& plan, const KernelSet& k) {
+  Params params{};
+  params.zeros = static_cast<const uint16_t*>(p.zeros);
+  params.M = p.M;
+  params.K = p.K;
+  params.N = p.N;
+  params.group = p.group;
+  params.channelwise = p.channelwise ? 1 : 0;
+  params.m_tiles = plan.m_tiles;
+  params.n_tiles = plan.n_tiles;
+  params.dp_tiles = plan.dp_tiles;
+  params.splits = plan.splits;
+  params.k_stages = plan.k_stages;
+  params.items = plan.items;
+  params.group_m = plan.group_m;
+  params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
+  return params;
 }
 
 }  // namespace
@@ -109,23 +137,9 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
     x = xp;
   }
 
-  Params params{};
-  params.zeros = static_cast<const uint16_t*>(p.zeros);
+  Params params = params_for(p, plan, k);
   params.bias = static_cast<const uint16_t*>(p.bias);
   params.partials = plan.splits > 1 ? reinterpret_cast<float*>(ws + plan.ws_x) : nullptr;
-  params.M = p.M;
-  params.K = p.K;
-  params.N = p.N;
-  params.group = p.group;
-  params.channelwise = p.channelwise ? 1 : 0;
-  params.m_tiles = plan.m_tiles;
-  params.n_tiles = plan.n_tiles;
-  params.dp_tiles = plan.dp_tiles;
-  params.splits = plan.splits;
-  params.k_stages = plan.k_stages;
-  params.items = plan.items;
-  params.group_m = plan.group_m;
-  params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
 
   CUtensorMap tmap_x, tmap_x_tail, tmap_x_zero, tmap_w, tmap_s, tmap_z, tmap_y;
   params.x_tail_rows = last_tile_x_rows(plan, p.M);
@@ -154,26 +168,15 @@ std::string launch(const GemmProblem& p, cudaStream_t stream) {
   // memory. That hides a launch latency per kernel (the GEMM's behind the
   // previous kernel when that one triggers early, as the GEMM itself and
   // decode's prep kernel do; the reduce's behind the GEMM).
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(plan.grid);
-  cfg.blockDim = dim3(threads_for(plan.cg));
-  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = pdl;
-  cfg.numAttrs = 1;
   void* args[] = {&params, &tmap_x, &tmap_x_tail, &tmap_x_zero, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
-  if (cudaLaunchKernelExC(&cfg, k.gemm, args) != cudaSuccess) return cuda_error("prefill gemm launch");
+  why = launch_pdl(k.gemm, dim3(plan.grid), threads_for(plan.cg), k.smem_bytes, args, stream, "prefill gemm launch");
+  if (!why.empty()) return why;
   if (plan.splits > 1) {
     uint16_t* y = static_cast<uint16_t*>(p.y);
     void* rargs[] = {&params, &y};
-    cudaLaunchConfig_t rcfg = cfg;
-    rcfg.gridDim = dim3(plan.split_tiles, plan.bt / 8);
-    rcfg.blockDim = dim3(consumer_threads(plan.cg));
-    rcfg.dynamicSmemBytes = 0;
-    if (cudaLaunchKernelExC(&rcfg, k.reduce, rargs) != cudaSuccess) return cuda_error("prefill split-K reduce launch");
+    why = launch_pdl(k.reduce, dim3(plan.split_tiles, plan.bt / 8), consumer_threads(plan.cg), 0, rargs, stream,
+                     "prefill split-K reduce launch");
+    if (!why.empty()) return why;
   }
   return cuda_error("prefill launch");
 }
@@ -230,21 +233,7 @@ std::string grouped_launch(const GroupedProblem& g, cudaStream_t stream) {
   const KernelSet k = kernels_for(p, plan);
   if (k.gemm == nullptr) return "no prefill kernel for tile " + str(plan.tile_n()) + "x" + str(plan.bt);
 
-  Params params{};
-  params.zeros = static_cast<const uint16_t*>(p.zeros);
-  params.M = p.M;
-  params.K = p.K;
-  params.N = p.N;
-  params.group = p.group;
-  params.channelwise = p.channelwise ? 1 : 0;
-  params.m_tiles = plan.m_tiles;
-  params.n_tiles = plan.n_tiles;
-  params.dp_tiles = plan.dp_tiles;
-  params.splits = 1;
-  params.k_stages = plan.k_stages;
-  params.items = plan.items;
-  params.group_m = plan.group_m;
-  params.scale_rows = p.channelwise ? 1 : std::max(1, k.slices * kSliceK / p.group);
+  Params params = params_for(p, plan, k);  // make_grouped_plan: splits 1
   params.x_tail_rows = plan.bt;  // every run is whole: the tail map is the plain one
   params.tile_expert = g.tile_expert;
   params.rows_dev = g.rows_dev;
@@ -272,18 +261,10 @@ std::string grouped_launch(const GroupedProblem& g, cudaStream_t stream) {
 
   why = ensure_dynamic_smem(k.gemm, k.smem_bytes, p.device);
   if (!why.empty()) return "grouped prefill: " + why;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(plan.grid);
-  cfg.blockDim = dim3(threads_for(plan.cg));
-  cfg.dynamicSmemBytes = static_cast<size_t>(k.smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = pdl;
-  cfg.numAttrs = 1;
   void* args[] = {&params, &tmap_x, &tmap_x_tail, &tmap_x_zero, &tmap_w, &tmap_s, &tmap_z, &tmap_y};
-  if (cudaLaunchKernelExC(&cfg, k.gemm, args) != cudaSuccess) return cuda_error("grouped prefill gemm launch");
+  why = launch_pdl(k.gemm, dim3(plan.grid), threads_for(plan.cg), k.smem_bytes, args, stream,
+                   "grouped prefill gemm launch");
+  if (!why.empty()) return why;
   return cuda_error("grouped prefill launch");
 }
 
