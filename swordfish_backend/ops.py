@@ -434,10 +434,11 @@ def fused_moe(
 
 
 def moe_select_path(T: int, top_k: int, E: int, H: int, I: int, bits: int, group: int, dtype: int,  # noqa: E741
-                    device: int) -> int:
-    """The MoE path code the C++ dispatcher picks for this problem (``dtype`` from DTYPE_CODES)."""
+                    device: int, act_order: bool = False) -> int:
+    """The MoE path code the C++ dispatcher picks for this problem (``dtype`` from DTYPE_CODES;
+    ``act_order``: the experts carry a permutation, which the grouped path refuses)."""
     _require("moe_select_path", moe=True)
-    return torch.ops.swordfish.moe_select_path(T, top_k, E, H, I, bits, group, dtype, device)
+    return torch.ops.swordfish.moe_select_path(T, top_k, E, H, I, bits, group, dtype, device, bool(act_order))
 
 
 def last_moe_path(device: int) -> int:

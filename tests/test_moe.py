@@ -26,7 +26,7 @@ MOE_SCHEMAS = {  # docs/MOE.md and kernels/torch/ops_moe.cpp
                  "bool channelwise13, int group2, bool channelwise2, int activation, bool weights_on_input, "
                  "int path, int deterministic) -> Tensor",
     "moe_select_path": "swordfish::moe_select_path(int T, int top_k, int E, int H, int I, int bits, int group, "
-                       "int dtype, int device) -> int",
+                       "int dtype, int device, bool act_order) -> int",
     "last_moe_path": "swordfish::last_moe_path(int device) -> int",
     "moe_path_names": "swordfish::moe_path_names() -> str",
 }

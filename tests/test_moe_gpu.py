@@ -138,8 +138,10 @@ def run_case(x, w13, w2, wts, ids, path, ref=None, **kw):
     if path == "auto":
         emap = kw.get("expert_map")
         E = w13.num_experts if emap is None else emap.numel()  # the dispatcher averages over global experts
+        act_order = w13.perm is not None or w2.perm is not None
         predicted = ops.moe_path_name(ops.moe_select_path(T, k, E, H, I, w13.bits, w13.scale_group,
-                                                          ops.DTYPE_CODES[x.dtype], torch.cuda.current_device()))
+                                                          ops.DTYPE_CODES[x.dtype], torch.cuda.current_device(),
+                                                          act_order))
         assert ran == predicted, f"auto ran {ran} but moe_select_path predicts {predicted}"
     else:
         assert ran == path, f"forced {path} but last_moe_path says {ran}"

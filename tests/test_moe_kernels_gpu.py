@@ -507,7 +507,10 @@ def test_dispatch_surface():
         # bf16, top-8 of 128 experts on Hopper: grouped from 32 routed tokens per expert (moe_sm90.hpp), T = 512
         for T, path in ((1, PATH_FUSED), (16, PATH_FUSED), (256, PATH_FUSED), (511, PATH_FUSED), (512, PATH_GROUPED),
                         (4096, PATH_GROUPED)):
-            assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev) == path, T
+            assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev, False) == path, T
+            # act-order experts, which grouped refuses: fused, then dense from 128 per expert (T = 2048)
+            act_order_path = PATH_DENSE if T >= 2048 else PATH_FUSED
+            assert torch.ops.swordfish.moe_select_path(T, 8, 128, 2048, 768, 4, 128, 1, dev, True) == act_order_path, T
     w13, w2 = layer(8)
     x = xin(4, torch.bfloat16)
     ids, weights = routing(4, 2, 8)

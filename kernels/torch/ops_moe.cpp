@@ -295,9 +295,9 @@ Tensor fused_moe(Tensor x, Tensor w13_packed, Tensor w13_scales, std::optional<T
   return y;
 }
 
-// moe_select_path(T, top_k, E, H, I, bits, group, dtype, device) -> MoePath value
+// moe_select_path(T, top_k, E, H, I, bits, group, dtype, device, act_order) -> MoePath value
 int64_t moe_select_path(int64_t T, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t bits, int64_t group,
-                        int64_t dtype, int64_t device) {
+                        int64_t dtype, int64_t device, bool act_order) {
   constexpr const char* op = "moe_select_path";
   SF_CHECK(T >= 0 && fits_int(T), op, "T must be a non-negative int32, got ", T);
   SF_CHECK(top_k >= 1 && fits_int(top_k), op, "top_k must be >= 1, got ", top_k);
@@ -314,6 +314,9 @@ int64_t moe_select_path(int64_t T, int64_t top_k, int64_t E, int64_t H, int64_t 
   p.bits = static_cast<int>(bits);
   p.w13.group = p.w2.group = static_cast<int>(group);
   p.dtype = static_cast<DType>(dtype);
+  // Act-order experts: the checks test only that a permutation is present (the grouped path refuses them).
+  static const int32_t kPresentPerm = 0;
+  if (act_order) p.w13.perm = p.w2.perm = &kPresentPerm;
   fill_device(op, p, device);
   static const MoeGroupedGemm kTorchGroupedGemm{nullptr, &grouped_gemm};  // fused_moe supplies this GEMM too
   p.grouped_gemm = &kTorchGroupedGemm;
@@ -341,7 +344,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(swordfish, m) {
       "Tensor w2_packed, Tensor w2_scales, Tensor? w2_zeros, Tensor? w2_perm, Tensor topk_weights, "
       "Tensor topk_ids, Tensor? expert_map, int bits, int group13, bool channelwise13, int group2, "
       "bool channelwise2, int activation, bool weights_on_input, int path, int deterministic) -> Tensor");
-  m.def("moe_select_path(int T, int top_k, int E, int H, int I, int bits, int group, int dtype, int device) -> int");
+  m.def("moe_select_path(int T, int top_k, int E, int H, int I, int bits, int group, int dtype, int device, "
+        "bool act_order) -> int");
   m.def("last_moe_path(int device) -> int");
   m.def("moe_path_names() -> str");
 }
