@@ -6,9 +6,10 @@ each (model, T). Prints, per model and T: the average routed tokens per expert (
 implementation's time, what auto chose and its time over the fastest path's; then
 
 * the dispatcher: auto within 3% of the fastest Swordfish path, points met;
-* the dense crossover per model: the smallest measured average from which the dense path is at
-  least as fast as the fused one at every larger T, beside the table's dense_min_avg_tokens
-  (read from kernels/dispatch/moe_sm90.hpp, or --table);
+* the crossovers per model: the smallest measured average from which the dense (and the grouped)
+  path is at least as fast as the fused one at every larger T, beside the table's
+  dense_min_avg_tokens and grouped_min_avg_tokens (read from kernels/dispatch/moe_sm90.hpp, or
+  --table);
 * issue #39's targets at each T: auto >= 1.2x Marlin MoE or >= 90% of the roofline (the lower
   bar), never slower than Marlin MoE; >= 2x Marlin MoE at T = 1 on fine-grained models (E >= 60);
   from T = 1024, within 10% of the bf16 grouped GEMM (torch) or faster.
@@ -86,7 +87,7 @@ def judge(doc: dict, table: pathlib.Path) -> list[str]:
         head = f"{'T':>6} {'avg':>7}  " + "".join(f"{p:>9}" for p in paths)
         head += f"{'auto':>9} {'chose':<6}{'/best':>6}{'torch':>9}{'marlin':>9}{'xmarlin':>8}{'%roof':>6}"
         lines.append(head)
-        cross = []
+        cross = {"dense": [], "grouped": []}
         for T in Ts:
             row = pts[(model, T)]
             avg = T * k / E
@@ -110,8 +111,9 @@ def judge(doc: dict, table: pathlib.Path) -> list[str]:
             pct = auto.get("pct_roofline") if auto is not None else None
             line += f"{pct:>6.0f}" if pct is not None else f"{'-':>6}"
             lines.append(line)
-            if "fused" in us and "dense" in us:
-                cross.append((avg, us["fused"], us["dense"]))
+            for other in cross:
+                if "fused" in us and other in us:
+                    cross[other].append((avg, us["fused"], us[other]))
             if auto is None:
                 continue
             # issue #39's targets at this point
@@ -132,12 +134,17 @@ def judge(doc: dict, table: pathlib.Path) -> list[str]:
                                   + (f", Marlin MoE {marlin_us:.1f}" if marlin_us is not None else "")
                                   + (f", torch {torch_us:.1f}" if torch_us is not None else "")
                                   + (f", {pct:.0f}% roofline" if pct is not None else "") + ")")
-        c = crossover(cross)
-        lines.append(f"  dense at least as fast as fused from avg {c:.2f} tokens per expert" if c is not None
-                     else "  dense never at least as fast as fused at the largest measured T" if cross
-                     else "  dense / fused not both measured")
+        for other, pairs in cross.items():
+            c = crossover(pairs)
+            if c is not None:
+                lines.append(f"  {other} at least as fast as fused from avg {c:.2f} tokens per expert")
+            elif pairs:
+                lines.append(f"  {other} never at least as fast as fused at the largest measured T")
+            elif other == "dense":
+                lines.append("  dense / fused not both measured")
     lines.append("")
-    lines.append(f"table dense_min_avg_tokens = {table_value(table)}")
+    lines.append(f"table dense_min_avg_tokens = {table_value(table)}, "
+                 f"grouped_min_avg_tokens = {table_value(table, 'grouped_min_avg_tokens')}")
     lines.append(f"auto within 3% of the fastest path: {auto_ok}/{auto_n} points")
     if target_n:
         lines.append(f"issue #39 targets met: {target_ok}/{target_n} checks")

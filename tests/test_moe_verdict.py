@@ -48,6 +48,7 @@ def test_table_value_reads_the_committed_headers():
     v = repo_scripts.load("benchmarks/moe_verdict.py")
     assert v.table_value(v.ROOT / "kernels" / "dispatch" / "moe_sm90.hpp") == 128
     assert v.table_value(v.ROOT / "kernels" / "dispatch" / "moe_sm90.hpp", "block32_min_avg_tokens") == 16
+    assert v.table_value(v.ROOT / "kernels" / "dispatch" / "moe_sm90.hpp", "grouped_min_avg_tokens") == 32
 
 
 def test_verdict_on_a_synthetic_run(tmp_path, capsys):
@@ -58,7 +59,8 @@ def test_verdict_on_a_synthetic_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "fine: E 64, top-8, H 256, I 128" in out
     assert "dense at least as fast as fused from avg 128.00 tokens per expert" in out
-    assert "table dense_min_avg_tokens = 128" in out
+    assert "table dense_min_avg_tokens = 128, grouped_min_avg_tokens = 32" in out
+    assert "grouped" not in out.split("table ")[0]  # no grouped rows: no grouped column, no grouped crossover
     assert "auto within 3% of the fastest path: 3/4 points" in out
     # T=1: bar, never slower, 2x at batch 1 (3 ok); T=256: the bar fails, never slower ok; T=1024: bar, never
     # slower, within 10% of torch (3 ok); T=4096: bar and never slower ok, within 10% of torch fails
@@ -66,6 +68,21 @@ def test_verdict_on_a_synthetic_run(tmp_path, capsys):
     assert " 1024  128.00      150.0    200.0    150.0 dense   1.00    140.0    400.0    2.67    80" in out
     assert "short: fine T=256: 1.2x Marlin MoE or 90% roofline (auto 50.0 us, Marlin MoE 55.0" in out
     assert "short: fine T=4096: within 10% of the bf16 grouped GEMM (auto 800.0 us" in out
+
+
+def test_grouped_crossover(tmp_path, capsys):
+    # grouped slower than fused at avg 0.125 and 32, faster from avg 128: its own crossover line
+    v = repo_scripts.load("benchmarks/moe_verdict.py")
+    doc = document()
+    doc["config"]["impls"] = IMPLS + ["grouped"]
+    for T, us in ((1, 90.0), (256, 70.0), (1024, 120.0), (4096, 420.0)):
+        doc["rows"].append(bench_moe.make_row(FINE, T, "grouped", us=us, path="grouped"))
+    path = tmp_path / "moe.json"
+    bench_moe.write_json(doc, path)
+    assert v.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "dense at least as fast as fused from avg 128.00 tokens per expert" in out
+    assert "grouped at least as fast as fused from avg 128.00 tokens per expert" in out
 
 
 def test_bad_input_names_the_file(tmp_path, capsys):
