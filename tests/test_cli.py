@@ -726,7 +726,8 @@ def test_info_text_with_a_device():
     assert "matplotlib not installed" in text
     assert "vLLM auto-selection on device 0 (sm90):" in text
     assert "--linear-backend auto  vLLM: on sm90 Swordfish is opt-in" in text
-    assert "--moe-backend auto     Swordfish for int4 group 128 experts; other formats vLLM's choice" in text
+    assert ("--moe-backend auto     Swordfish for int4 channelwise, int4 group 32, int4 group 64, int4 group 128 "
+            "experts; other formats vLLM's choice") in text
     blackwell = dict(info, devices=[dict(info["devices"][0], capability="10.0")])
     text = cli.format_info(blackwell)
     assert "--linear-backend auto  Swordfish" in text and "--moe-backend auto     Swordfish\n" in text

@@ -489,38 +489,40 @@ def method_of(model, qcfg, backend, dtype=torch.float16, **kw):
 
 
 def test_moe_auto_table():
-    # auto on Blackwell since the MoE kernels passed their GPU tests (RESULTS.md [moe]); on Hopper for the format
-    # the H200 run timed faster than Marlin MoE, opt-in for the rest
+    # auto on Blackwell since the MoE kernels passed their GPU tests (RESULTS.md [moe]); on Hopper for the formats
+    # timed at least as fast as Marlin MoE (int4 without zero points, every group), opt-in for the rest
     assert selection.MOE_AUTO_SELECT == {9: False, 10: True, 11: True}
-    assert selection.MOE_AUTO_FORMATS == {9: frozenset({(4, False, 128)})}
+    assert selection.MOE_AUTO_FORMATS == {9: frozenset({(4, False, 128), (4, False, 64), (4, False, 32),
+                                                         (4, False, -1)})}
     for cap in ((10, 0), (10, 3), (11, 0)):
         assert selection.moe_auto_select_reason(cap) is None, cap
         assert selection.moe_auto_select_reason(cap, (8, True, 32)) is None, cap
-    assert selection.moe_auto_select_reason((9, 0), (4, False, 128)) is None
+    for group in (128, 64, 32, -1):
+        assert selection.moe_auto_select_reason((9, 0), (4, False, group)) is None, group
     for fmt, name in (((8, False, 128), "int8 group 128 experts"), ((4, True, 128), "with zero points"),
-                      ((4, False, 64), "int4 group 64 experts"), ((4, False, -1), "int4 channelwise")):
+                      ((8, False, -1), "int8 channelwise experts"), ((4, True, 32), "int4 group 32 with zero")):
         reason = selection.moe_auto_select_reason((9, 0), fmt)
         assert name in reason and "opt-in" in reason and "--moe-backend swordfish" in reason, reason
-        assert "int4 group 128" in reason and "Marlin MoE" in reason, reason
+        assert "int4 group 128" in reason and "int4 channelwise" in reason and "Marlin MoE" in reason, reason
     assert "opt-in" in selection.moe_auto_select_reason((9, 0))  # no format: no blanket yes on sm90
     assert "not an auto-selected architecture" in selection.moe_auto_select_reason((12, 0), (4, False, 128))
     assert "unknown" in selection.moe_auto_select_reason(None, (4, False, 128))
-    assert selection.moe_auto_archs() == "sm10x, sm11x, sm9x (int4 group 128)"
+    assert selection.moe_auto_archs() == ("sm10x, sm11x, sm9x (int4 channelwise, int4 group 32, int4 group 64, "
+                                          "int4 group 128)")
 
 
 @pytest.mark.parametrize("capability, backend, swordfish", [
-    ((10, 0), "auto", True), ((11, 0), "auto", True), ((9, 0), "auto", "int4 g128"), ((9, 0), "swordfish", True),
+    ((10, 0), "auto", True), ((11, 0), "auto", True), ((9, 0), "auto", "int4 sym"), ((9, 0), "swordfish", True),
     ((10, 0), "swordfish", True), ((11, 0), "swordfish", True),
     ((10, 0), "marlin", False),
 ])
 def test_selection(cuda, monkeypatch, warnings_seen, capability, backend, swordfish):
-    """swordfish "int4 g128": only the format MOE_AUTO_FORMATS names (sm90 auto)."""
+    """swordfish "int4 sym": only the formats MOE_AUTO_FORMATS names (sm90 auto: int4 without zero points)."""
     cuda(capability)
     for f in (Fmt("gptq"), Fmt("ct", 4, 128), Fmt("awq"), Fmt("ct", 8, 64), Fmt("gptq", 4, 32)):
         qcfg = quant_config(f)
         seen = vllm_choice_spy(monkeypatch, qcfg)
-        picked = swordfish is True or (swordfish == "int4 g128" and f.bits == 4 and f.group == 128
-                                       and f.kind != "awq")
+        picked = swordfish is True or (swordfish == "int4 sym" and f.bits == 4 and f.kind != "awq")
         if picked:
             assert issubclass(method_of(MIXTRAL, qcfg, backend), moe_method._SwordfishMoEMethod)
             assert seen == []

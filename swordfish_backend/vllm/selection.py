@@ -46,15 +46,15 @@ AUTO_SELECT = {9: False, 10: True, 11: True}
 MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
 
 # The (bits, zero points, group size) formats --moe-backend auto picks on an
-# architecture that MOE_AUTO_SELECT leaves off: the ones timed faster than
-# vLLM's Marlin MoE. sm90: int4 group 128 without zero points (GPTQ /
-# compressed-tensors), faster at all 28 points of the H200 run (4 models,
-# T 1-4096, 1.03-2.16x; benchmarks/baselines/h200/bench_moe.txt) and at 25 of
-# 28 on an H100 (level at one, 0.95-0.96x at T 4096 on two fine-grained models;
-# benchmarks/baselines/h100/bench_moe.txt). int8, AWQ
-# zero points and other groups run the same kernels, untimed against Marlin
-# MoE: opt-in with --moe-backend swordfish.
-MOE_AUTO_FORMATS = {9: frozenset({(4, False, 128)})}
+# architecture that MOE_AUTO_SELECT leaves off: the ones timed at least as
+# fast as vLLM's Marlin MoE at every point (4 models, T 1-4096; group -1 =
+# channelwise). sm90: int4 without zero points (GPTQ / compressed-tensors) at
+# group 128 (H100 and H200 baselines, benchmarks/baselines/*/bench_moe.txt),
+# 64, 32 and channelwise (H100, benchmarks/RESULTS.md [moe] 2026-12-07-g:
+# 0.98x at worst, within the runs' noise). int8 loses up to 0.92x at 16-24
+# routed tokens per expert; AWQ zero points are untimed (the peer harness
+# takes symmetric weights only): both opt-in with --moe-backend swordfish.
+MOE_AUTO_FORMATS = {9: frozenset({(4, False, 128), (4, False, 64), (4, False, 32), (4, False, -1)})}
 
 # Gated activations the fused-MoE op computes on the gate half (the op's own
 # list; vLLM's MoEActivation values use the same names).
