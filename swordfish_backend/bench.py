@@ -880,8 +880,8 @@ def prepare_peers(cfg: Config, state: dict, ckpt: dict, K: int, N: int, copies: 
             out[name] = ("unavailable", f"{name}: {why}")
             continue
         try:
-            out[name] = [a.prepare(ckpt["qweight"], ckpt["scales"], bits=cfg.bits, group=cfg.group, dtype=torch_dtype)
-                         for _ in range(copies)]
+            out[name] = [a.prepare(ckpt["qweight"], ckpt["scales"], bits=cfg.bits, group=cfg.group, dtype=torch_dtype,
+                                   qzeros=ckpt.get("qzeros")) for _ in range(copies)]
         except Exception as e:  # noqa: BLE001 - recorded, the rest runs
             out[name] = ("error", f"{name}: preparing the weight failed: {peers.first_line(e)}")
     return out

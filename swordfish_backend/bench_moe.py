@@ -291,8 +291,9 @@ def _grouped_mm_works(device, dtype) -> bool:
 
 def random_experts(E: int, K: int, N: int, cfg: Config, device, gen, sources: list | None = None):
     """QuantizedExperts of random codes on `device`, built through the checkpoint converters; scales make
-    each output O(1) for O(1) inputs (1 / sqrt(K E[(q - zero)^2])). `sources`, when given, receives the GPTQ
-    (qweight [E, K * bits / 32, N], scales [E, rows, N]) they were built from (None for AWQ)."""
+    each output O(1) for O(1) inputs (1 / sqrt(K E[(q - zero)^2])). `sources`, when given, receives the
+    checkpoint tensors they were built from: GPTQ (qweight [E, K * bits / 32, N], scales [E, rows, N]), or AWQ
+    (qweight [E, K, N / 8], scales, qzeros [E, rows, N / 8])."""
     import torch
 
     from .moe import QuantizedExperts
@@ -309,10 +310,10 @@ def random_experts(E: int, K: int, N: int, cfg: Config, device, gen, sources: li
     scales = ((torch.rand(E, groups, N, generator=gen, device=device) * 0.5 + 0.75)
               / math.sqrt(spread * K)).to(torch_dtype)
     if cfg.zero_points:
+        qweight, qzeros = words(E, K, N // 8), words(E, groups, N // 8)
         if sources is not None:
-            sources.append(None)
-        return QuantizedExperts.from_awq(words(E, K, N // 8), words(E, groups, N // 8), scales,
-                                         group_size=cfg.group, dtype=torch_dtype)
+            sources.append((qweight, scales, qzeros))
+        return QuantizedExperts.from_awq(qweight, qzeros, scales, group_size=cfg.group, dtype=torch_dtype)
     g_idx = None
     if cfg.act_order:
         base = torch.arange(K, device=device) // cfg.group
@@ -325,7 +326,7 @@ def random_experts(E: int, K: int, N: int, cfg: Config, device, gen, sources: li
 
 def prepare_peers(cfg: Config, state: dict, preset, w13s: list, w2s: list) -> dict:
     """{peer: [f(x, topk_weights, topk_ids) per weight copy]} for the peers that run this model, {peer: (status,
-    note)} for the others; w13s / w2s: each copy's GPTQ (qweight, scales) (None for AWQ)."""
+    note)} for the others; w13s / w2s: each copy's checkpoint tensors (random_experts' sources)."""
     import torch
 
     torch_dtype = getattr(torch, bench.DTYPES[cfg.dtype])
@@ -381,7 +382,7 @@ def run(cfg: Config, progress=None) -> dict:
         free = bench._free_bytes(device)
         nq = _copies(k * per_expert, E * per_expert, l2, free)
         nd = _copies(k * dense_per_expert, E * dense_per_expert, l2, free) if BASELINE in cfg.impls else 0
-        sources: list = []  # GPTQ tensors of each copy, w13 then w2 (for the peers)
+        sources: list = []  # checkpoint tensors of each copy, w13 then w2 (for the peers)
         qcopies = [(random_experts(E, H, 2 * I, cfg, device, gen, sources),
                     random_experts(E, I, H, cfg, device, gen, sources)) for _ in range(nq)]
         peer_fns = prepare_peers(cfg, state, p, sources[0::2], sources[1::2])

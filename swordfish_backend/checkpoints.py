@@ -66,6 +66,11 @@ def _unpack_rows(words: torch.Tensor, bits: int, order=None) -> torch.Tensor:
     return codes.reshape(words.shape[0], words.shape[1] * vpw)
 
 
+def unpack_awq(words: torch.Tensor) -> torch.Tensor:
+    """AWQ's int32 words (R, C), eight 4-bit codes each in AWQ_ORDER -> codes (R, 8 C) in column order, int64."""
+    return _unpack_rows(words, 4, AWQ_ORDER)
+
+
 def from_gptq(qweight, scales, g_idx, bits: int, group_size: int) -> Canonical:
     _require_int32(qweight, "qweight")
     _require_tensor(scales, "scales")
@@ -92,8 +97,8 @@ def from_awq(qweight, qzeros, scales, group_size: int) -> Canonical:
         )
     if K % 8:
         raise ValueError(f"AWQ in_features K must be a multiple of 8, got K = {K}")
-    q = _unpack_rows(qweight, bits, AWQ_ORDER)
-    zeros = _unpack_rows(qzeros, bits, AWQ_ORDER)
+    q = unpack_awq(qweight)
+    zeros = unpack_awq(qzeros)
     return Canonical(fmt.pack_k(q, bits), scales, zeros, None, bits, group_size)
 
 

@@ -2,15 +2,18 @@
 
 One small adapter per peer, each written here over vLLM's compiled ops (no vLLM code is copied):
 
-* ``marlin``: GPTQ Marlin (``gptq_marlin_repack`` once, ``marlin_gemm`` per call), vLLM's kernel for
-  symmetric GPTQ int4 / int8 on every CUDA GPU it supports.
+* ``marlin``: Marlin (``gptq_marlin_repack`` once, ``marlin_gemm`` per call), vLLM's kernel for
+  symmetric GPTQ int4 / int8 on every CUDA GPU it supports; AWQ int4 with zero points through
+  ``awq_marlin_repack`` and Marlin's packed zero points, as vLLM's AWQ Marlin path prepares them.
 * ``machete``: Machete (``machete_prepack_B`` once, ``machete_mm`` per call), vLLM's choice on sm90.
 * ``marlin_moe``: Marlin MoE as vLLM's fused_marlin_moe runs it: ``moe_align_block_size``,
   ``moe_wna16_marlin_gemm`` (w13), ``silu_and_mul``, ``moe_wna16_marlin_gemm`` (w2, router weights
-  applied in the GEMM), ``moe_sum``; experts repacked one by one with ``gptq_marlin_repack``.
+  applied in the GEMM), ``moe_sum``; experts repacked one by one with ``gptq_marlin_repack`` (AWQ:
+  ``awq_marlin_repack``, zero points as for ``marlin``).
 
 An adapter answers ``available(device)`` (its ops loaded, this GPU) and ``supports(...)`` (this format and
-shape) with a reason or None, and ``prepare(...)`` turns GPTQ tensors into a callable. The ops come from
+shape) with a reason or None, and ``prepare(...)`` turns GPTQ tensors (or AWQ's, with ``qzeros``) into a
+callable. The ops come from
 ``load()``: the vLLM installed in this environment (``import vllm._custom_ops`` loads its extensions), or
 ``load(peers_from=DIR)``: vLLM's stable-ABI extension files themselves (``_C_stable_libtorch.abi3.so``,
 ``_moe_C_stable_libtorch.abi3.so``, or the ``.so.xz`` of ``shared/peers/get_peers.sh``), which load on
@@ -36,6 +39,7 @@ MOE = ("marlin_moe",)
 # checks both against the installed vLLM); silu_and_mul has no wrapper: vLLM's SiluAndMul calls (out, input).
 OPS = {
     "gptq_marlin_repack": ("_C", ("b_q_weight", "size_k", "size_n", "num_bits", "is_a_8bit")),
+    "awq_marlin_repack": ("_C", ("b_q_weight", "size_k", "size_n", "num_bits", "is_a_8bit")),
     "marlin_gemm": ("_C", ("a", "c", "b_q_weight", "b_bias", "b_scales", "a_scales", "global_scale", "b_zeros",
                            "workspace", "b_q_type", "size_m", "size_n", "size_k", "use_atomic_add",
                            "use_fp32_reduce", "is_zp_float")),
@@ -56,6 +60,10 @@ OPS = {
 
 # vLLM's ScalarType ids of symmetric GPTQ codes (vllm.scalar_type.scalar_types.uint4b8 / uint8b128 .id in 0.33)
 SCALAR_TYPE_IDS = {4: 1125899907892224, 8: 1125899923621888}
+# ... and of codes with explicit zero points (scalar_types.uint4.id: AWQ's type)
+ZP_SCALAR_TYPE_IDS = {4: 1125899906843648}
+# Marlin's dequantizer reads the eight 4-bit zero points of a word in this column order
+MARLIN_ZP_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 
 # --peers-from DIR: the file names each namespace's library may have there (vLLM's wheel, then get_peers.sh's)
 LIBRARY_FILES = {
@@ -185,6 +193,36 @@ def marlin_scales(s, K: int, group: int):
     return s.reshape(*shape[:-2], -1, 4, 4, 2).transpose(-2, -3).reshape(shape).contiguous()
 
 
+def marlin_zero_points(zeros):
+    """Integer zero points [..., rows, N] in [0, 16) -> Marlin's int32 [..., rows, N / 8] (the layout vLLM's
+    marlin_zero_points makes): each run of 64 columns transposed as an 8x8 block, as the grouped scales,
+    each run of 8 put in MARLIN_ZP_ORDER, then packed eight to a word, the run's value i in bits 4i."""
+    import torch
+
+    shape = zeros.shape
+    z = zeros.to(torch.int64).reshape(*shape[:-2], -1, 8, 8).transpose(-1, -2).reshape(shape)
+    z = z.reshape(*shape[:-1], -1, 8)[..., list(MARLIN_ZP_ORDER)]
+    words = ((z & 0xF) << (torch.arange(8, device=z.device, dtype=torch.int64) * 4)).sum(-1)
+    return (words - (words >= 1 << 31).to(torch.int64) * (1 << 32)).to(torch.int32)
+
+
+def _marlin_weight(qweight, scales, qzeros, *, bits: int, group: int, dtype):
+    """(packed codes, scales, zero points or None, type id, K, N) of one weight in Marlin's layouts: GPTQ
+    qweight [K * bits / 32, N] (K-packed), or with qzeros AWQ's qweight [K, N / 8] and qzeros [rows, N / 8]
+    (N-packed in AWQ's order)."""
+    from .checkpoints import unpack_awq
+
+    if qzeros is None:
+        K, N = qweight.shape[0] * 32 // bits, qweight.shape[1]
+        q = call("gptq_marlin_repack", b_q_weight=qweight.contiguous(), size_k=K, size_n=N, num_bits=bits,
+                 is_a_8bit=False)
+        return q, marlin_scales(scales.to(dtype), K, group), None, SCALAR_TYPE_IDS[bits], K, N
+    K, N = qweight.shape[0], qweight.shape[1] * 8
+    q = call("awq_marlin_repack", b_q_weight=qweight.contiguous(), size_k=K, size_n=N, num_bits=4, is_a_8bit=False)
+    zp = marlin_zero_points(unpack_awq(qzeros))
+    return q, marlin_scales(scales.to(dtype), K, group), zp, ZP_SCALAR_TYPE_IDS[4], K, N
+
+
 def _workspace(device):
     import torch
 
@@ -197,9 +235,11 @@ def _ops_reason(names) -> str | None:
     return "; ".join(why) if why else None
 
 
-def _format_reason(bits: int, zero_points: bool, act_order: bool) -> str | None:
-    if zero_points:
-        return "the peer adapters take symmetric GPTQ only (vLLM's Marlin / Machete AWQ zero-point path is not wired)"
+def _format_reason(bits: int, zero_points: bool, act_order: bool, zero_point_peer: bool = False) -> str | None:
+    if zero_points and not zero_point_peer:
+        return "this peer adapter takes symmetric GPTQ only (Machete's zero-point path is not wired)"
+    if zero_points and bits not in ZP_SCALAR_TYPE_IDS:
+        return f"zero points: int4 only (AWQ's uint4), not int{bits}"
     if act_order:
         return "the peer adapters take GPTQ without act-order (vLLM's act-order path is not wired)"
     if bits not in SCALAR_TYPE_IDS:
@@ -211,16 +251,17 @@ def _format_reason(bits: int, zero_points: bool, act_order: bool) -> str | None:
 
 
 class Marlin:
-    """vLLM's GPTQ Marlin GEMM: uint4b8 / uint8b128 codes, group -1 / 32 / 64 / 128, fp16 or bf16."""
+    """vLLM's Marlin GEMM: uint4b8 / uint8b128 codes (GPTQ) or uint4 with zero points (AWQ), group -1 / 32 /
+    64 / 128, fp16 or bf16."""
 
     name = "marlin"
-    ops = ("gptq_marlin_repack", "marlin_gemm")
+    ops = ("gptq_marlin_repack", "awq_marlin_repack", "marlin_gemm")
 
     def available(self, device) -> str | None:
         return _ops_reason(self.ops)
 
     def supports(self, K: int, N: int, *, bits: int, group: int, dtype, zero_points=False, act_order=False):
-        why = _format_reason(bits, zero_points, act_order)
+        why = _format_reason(bits, zero_points, act_order, zero_point_peer=True)
         if why:
             return why
         if group not in (-1, 32, 64, 128):
@@ -229,18 +270,16 @@ class Marlin:
             return f"Marlin needs N % 64 == 0 and K % 128 == 0 (vLLM pads other shapes); K={K}, N={N}"
         return None
 
-    def prepare(self, qweight, scales, *, bits: int, group: int, dtype):
-        """GPTQ qweight int32 [K * bits / 32, N] and scales [K / group or 1, N] -> f(x [M, K]) -> [M, N]."""
-        K, N = qweight.shape[0] * 32 // bits, qweight.shape[1]
-        q = call("gptq_marlin_repack", b_q_weight=qweight.contiguous(), size_k=K, size_n=N, num_bits=bits,
-                 is_a_8bit=False)
-        s = marlin_scales(scales.to(dtype), K, group)
-        ws, tid = _workspace(qweight.device), SCALAR_TYPE_IDS[bits]
+    def prepare(self, qweight, scales, *, bits: int, group: int, dtype, qzeros=None):
+        """GPTQ qweight int32 [K * bits / 32, N] and scales [K / group or 1, N] (AWQ: qweight [K, N / 8] and
+        qzeros [K / group, N / 8]) -> f(x [M, K]) -> [M, N]."""
+        q, s, zp, tid, K, N = _marlin_weight(qweight, scales, qzeros, bits=bits, group=group, dtype=dtype)
+        ws = _workspace(qweight.device)
 
         def marlin(x):
             # vLLM's defaults: fp32 reduction of split-K partials, no atomics (VLLM_MARLIN_USE_ATOMIC_ADD unset)
             return call("marlin_gemm", a=x, c=None, b_q_weight=q, b_bias=None, b_scales=s, a_scales=None,
-                        global_scale=None, b_zeros=None, workspace=ws, b_q_type=tid, size_m=x.shape[0], size_n=N,
+                        global_scale=None, b_zeros=zp, workspace=ws, b_q_type=tid, size_m=x.shape[0], size_n=N,
                         size_k=K, use_atomic_add=False, use_fp32_reduce=True, is_zp_float=False)
         return marlin
 
@@ -269,7 +308,9 @@ class Machete:
             return f"Machete needs K % 64 == 0 and N % 128 == 0; K={K}, N={N}"
         return None
 
-    def prepare(self, qweight, scales, *, bits: int, group: int, dtype):
+    def prepare(self, qweight, scales, *, bits: int, group: int, dtype, qzeros=None):
+        if qzeros is not None:
+            raise ValueError("machete: zero points are not wired (supports() says so)")
         tid = SCALAR_TYPE_IDS[bits]
         # prepack reads the codes column-major, as vLLM hands them over ([K/pack, N] with K-stride 1)
         q = call("machete_prepack_B", b_q_weight=qweight.t().contiguous().t(), a_type=dtype, b_type=tid,
@@ -304,17 +345,19 @@ def align_sizes(slots: int, block: int, experts: int) -> tuple[int, int]:
 
 
 class MarlinMoE:
-    """vLLM's Marlin MoE sequence over the GPTQ experts: silu gate | up in w13, router weights in the second GEMM."""
+    """vLLM's Marlin MoE sequence over GPTQ (or AWQ) experts: silu gate | up in w13, router weights in the second
+    GEMM."""
 
     name = "marlin_moe"
-    ops = ("gptq_marlin_repack", "silu_and_mul", "moe_align_block_size", "moe_wna16_marlin_gemm", "moe_sum")
+    ops = ("gptq_marlin_repack", "awq_marlin_repack", "silu_and_mul", "moe_align_block_size",
+           "moe_wna16_marlin_gemm", "moe_sum")
 
     def available(self, device) -> str | None:
         return _ops_reason(self.ops)
 
     def supports(self, E: int, H: int, I: int, *, bits: int, group: int, dtype, zero_points=False,  # noqa: E741
                  act_order=False):
-        why = _format_reason(bits, zero_points, act_order)
+        why = _format_reason(bits, zero_points, act_order, zero_point_peer=True)
         if why:
             return why
         if group not in (-1, 32, 64, 128):
@@ -326,23 +369,25 @@ class MarlinMoE:
 
     def prepare(self, w13, w2, *, bits: int, group: int, dtype):
         """w13 = (qweight [E, H * bits / 32, 2I], scales [E, rows, 2I]) with N = [gate | up], w2 = (qweight
-        [E, I * bits / 32, H], scales [E, rows, H]), GPTQ packed along K -> f(x, topk_weights, topk_ids)."""
+        [E, I * bits / 32, H], scales [E, rows, H]), GPTQ packed along K; AWQ: (qweight [E, K, N / 8], scales,
+        qzeros [E, rows, N / 8]) -> f(x, topk_weights, topk_ids)."""
         import torch
 
-        def repack(qweight, scales):
-            E, K, N = qweight.shape[0], qweight.shape[1] * 32 // bits, qweight.shape[2]
-            q = torch.stack([call("gptq_marlin_repack", b_q_weight=qweight[e].contiguous(), size_k=K, size_n=N,
-                                  num_bits=bits, is_a_8bit=False) for e in range(E)])
-            return q, marlin_scales(scales.to(dtype), K, group)
+        def repack(qweight, scales, qzeros=None):
+            parts = [_marlin_weight(qweight[e], scales[e], None if qzeros is None else qzeros[e], bits=bits,
+                                    group=group, dtype=dtype) for e in range(qweight.shape[0])]
+            q, s = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
+            zp = None if qzeros is None else torch.stack([p[2] for p in parts])
+            return q, s, zp, parts[0][3], parts[0][4]
 
-        (q13, s13), (q2, s2) = repack(*w13), repack(*w2)
-        E, H, I = w13[0].shape[0], w13[0].shape[1] * 32 // bits, w2[0].shape[1] * 32 // bits  # noqa: E741
-        ws, tid = _workspace(w13[0].device), SCALAR_TYPE_IDS[bits]
+        (q13, s13, z13, tid, H), (q2, s2, z2, _, I) = repack(*w13), repack(*w2)  # noqa: E741
+        E = w13[0].shape[0]
+        ws = _workspace(w13[0].device)
 
-        def gemm(a, out, q, s, ids, topk_weights, block, top_k, weighted, m, n, k):
+        def gemm(a, out, q, s, zp, ids, topk_weights, block, top_k, weighted, m, n, k):
             sorted_ids, expert_ids, n_padded = ids
             return call("moe_wna16_marlin_gemm", input=a, output=out, b_qweight=q, b_bias=None, b_scales=s,
-                        a_scales=None, global_scale=None, b_qzeros=None, workspace=ws, sorted_token_ids=sorted_ids,
+                        a_scales=None, global_scale=None, b_qzeros=zp, workspace=ws, sorted_token_ids=sorted_ids,
                         expert_ids=expert_ids, num_tokens_past_padded=n_padded, topk_weights=topk_weights,
                         moe_block_size=block, top_k=top_k, mul_topk_weights=weighted, b_q_type=tid, size_m=m,
                         size_n=n, size_k=k, use_atomic_add=False, use_fp32_reduce=True, is_zp_float=False,
@@ -357,11 +402,11 @@ class MarlinMoE:
                    torch.empty(n_blocks, dtype=torch.int32, device=dev), torch.empty(1, dtype=torch.int32, device=dev))
             call("moe_align_block_size", topk_ids=topk_ids, num_experts=E, block_size=block, sorted_token_ids=ids[0],
                  experts_ids=ids[1], num_tokens_post_pad=ids[2], expert_map=None, scatter_idx=None)
-            h = gemm(x, torch.empty(T * k, 2 * I, dtype=x.dtype, device=dev), q13, s13, ids, topk_weights, block, k,
-                     False, T, 2 * I, H)
+            h = gemm(x, torch.empty(T * k, 2 * I, dtype=x.dtype, device=dev), q13, s13, z13, ids, topk_weights, block,
+                     k, False, T, 2 * I, H)
             act = torch.empty(T * k, I, dtype=x.dtype, device=dev)
             call("silu_and_mul", out=act, input=h)
-            y = gemm(act, torch.empty(T * k, H, dtype=x.dtype, device=dev), q2, s2, ids, topk_weights, block, 1,
+            y = gemm(act, torch.empty(T * k, H, dtype=x.dtype, device=dev), q2, s2, z2, ids, topk_weights, block, 1,
                      True, T * k, H, I)
             out = torch.empty(T, H, dtype=x.dtype, device=dev)
             call("moe_sum", input=y.view(T, k, H), output=out, topk_ids=None, expert_map=None)

@@ -1,5 +1,5 @@
 """`swordfish bench --peers` on CPU: the flags, the messages when vLLM or its ops are absent, the peers' GPTQ
-inputs against the reference (a pure-torch stand-in for a peer), and the table / JSON / PNG with peer columns.
+and AWQ inputs against the reference (a pure-torch stand-in for a peer), Marlin's zero-point layout, and the table / JSON / PNG with peer columns.
 
 No test here times anything; tests/test_peers_vllm.py checks the adapters against the installed vLLM 0.33.
 """
@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from swordfish_backend import bench, bench_moe, cli, peers, presets, reference
+from swordfish_backend import bench, bench_moe, checkpoints, cli, peers, presets, reference
 from swordfish_backend import format as sffmt
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -112,7 +112,10 @@ def test_support_reasons():
     m, mc, moe = peers.ADAPTERS["marlin"], peers.ADAPTERS["machete"], peers.ADAPTERS["marlin_moe"]
     kw = dict(bits=4, group=128, dtype=torch.bfloat16)
     assert m.supports(4096, 6144, **kw) is None and mc.supports(4096, 6144, **kw) is None
-    assert "symmetric GPTQ" in m.supports(4096, 6144, **kw, zero_points=True)
+    assert m.supports(4096, 6144, **kw, zero_points=True) is None  # AWQ: uint4 with zero points
+    assert "zero-point path is not wired" in mc.supports(4096, 6144, **kw, zero_points=True)
+    assert "int4 only" in m.supports(4096, 6144, bits=8, group=128, dtype=torch.bfloat16, zero_points=True)
+    assert moe.supports(128, 2048, 768, **kw, zero_points=True) is None
     assert "act-order" in mc.supports(4096, 6144, **kw, act_order=True)
     assert "group -1, 64 or 128" in mc.supports(4096, 6144, bits=8, group=32, dtype=torch.bfloat16)
     assert "N % 64" in m.supports(4096, 6176, **kw)
@@ -129,6 +132,20 @@ def test_marlin_scales_layout():
     assert sorted(c[0].tolist()) == s[0].tolist()
     batched = peers.marlin_scales(torch.stack([s, s + 1000]), K=256, group=128)  # MoE: per expert
     assert torch.equal(batched[1], g + 1000)
+
+
+def test_marlin_zero_points_layout():
+    # value i of word c is column 8 c + MARLIN_ZP_ORDER[i] of the row with each 64-column run transposed 8x8
+    gen = torch.Generator().manual_seed(3)
+    z = torch.randint(0, 16, (2, 3, 128), generator=gen)  # (experts, rows, N)
+    packed = peers.marlin_zero_points(z)
+    assert packed.dtype == torch.int32 and packed.shape == (2, 3, 16)
+    words = packed.to(torch.int64) & 0xFFFFFFFF
+    nibbles = torch.stack([(words >> (4 * i)) & 15 for i in range(8)], -1)  # (2, 3, 16, 8)
+    t = z.reshape(2, 3, 2, 8, 8).transpose(-1, -2).reshape(2, 3, 16, 8)
+    assert torch.equal(nibbles, t[..., list(peers.MARLIN_ZP_ORDER)])
+    assert torch.equal(peers.marlin_zero_points(z[1]), packed[1])  # per expert = batched
+    assert (packed < 0).any()  # words with the top nibble >= 8 wrap to negative int32, as vLLM's packing
 
 
 def test_marlin_moe_block_sizes():
@@ -156,19 +173,25 @@ class TorchPeer:
     def supports(self, K, N, **kw):
         return None
 
-    def prepare(self, qweight, scales, *, bits, group, dtype):
-        K = qweight.shape[0] * 32 // bits
-        words = qweight.to(torch.int64) & 0xFFFFFFFF
-        q = torch.stack([(words >> (bits * i)) & ((1 << bits) - 1) for i in range(32 // bits)], 1).reshape(K, -1)
+    def prepare(self, qweight, scales, *, bits, group, dtype, qzeros=None):
+        if qzeros is None:
+            K = qweight.shape[0] * 32 // bits
+            words = qweight.to(torch.int64) & 0xFFFFFFFF
+            q = torch.stack([(words >> (bits * i)) & ((1 << bits) - 1) for i in range(32 // bits)], 1).reshape(K, -1)
+            zero = torch.tensor(float(sffmt.bias(bits)))
+        else:  # AWQ: N-packed codes and zero points in AWQ's order
+            K = qweight.shape[0]
+            q, zero = checkpoints.unpack_awq(qweight), checkpoints.unpack_awq(qzeros).float()
+            zero = zero.repeat_interleave(K // zero.shape[0], 0)
         s = scales.float().roll(1, 0) if self.wrong else scales.float()
-        w = (q.float() - sffmt.bias(bits)) * s.repeat_interleave(K // s.shape[0], 0)  # (K, N)
+        w = (q.float() - zero) * s.repeat_interleave(K // s.shape[0], 0)  # (K, N)
         return lambda x: (x.float() @ w.to(dtype).float()).to(dtype)
 
 
-@pytest.mark.parametrize("bits", [4, 8])
-def test_peer_gets_the_weights_swordfish_gets(bits, monkeypatch):
+@pytest.mark.parametrize("bits, zero_points", [(4, False), (8, False), (4, True)])
+def test_peer_gets_the_weights_swordfish_gets(bits, zero_points, monkeypatch):
     monkeypatch.setitem(peers.ADAPTERS, "marlin", TorchPeer())
-    cfg = bench.Config(layers=[], m=[], bits=bits, group=128, peers=("marlin",))
+    cfg = bench.Config(layers=[], m=[], bits=bits, group=128, zero_points=zero_points, peers=("marlin",))
     gen = torch.Generator().manual_seed(1)
     ckpt = bench.random_checkpoint(256, 128, cfg, "cpu", gen)
     w = bench.weight_of(ckpt, cfg)
@@ -188,10 +211,25 @@ def test_peer_gets_the_weights_swordfish_gets(bits, monkeypatch):
 def test_unavailable_peer_gets_its_reason():
     cfg = bench.Config(layers=[], m=[], zero_points=True, peers=("marlin", "machete"))
     ckpt = bench.random_checkpoint(256, 128, cfg, "cpu", torch.Generator().manual_seed(0))
-    out = bench.prepare_peers(cfg, {"marlin": None, "machete": "Machete runs on compute capability 9.0 only"},
+    out = bench.prepare_peers(cfg, {"marlin": "torch.ops._C.marlin_gemm is not registered", "machete": None},
                               ckpt, 256, 128, copies=1)
-    assert out["marlin"][0] == "unavailable" and "symmetric GPTQ" in out["marlin"][1]
-    assert out["machete"] == ("unavailable", "machete: Machete runs on compute capability 9.0 only")
+    assert out["marlin"] == ("unavailable", "marlin: torch.ops._C.marlin_gemm is not registered")
+    assert out["machete"][0] == "unavailable" and "zero-point path is not wired" in out["machete"][1]
+
+
+def test_moe_sources_of_awq_experts():
+    cfg = bench_moe.Config(models=[], tokens=[], bits=4, group=128, zero_points=True)
+    sources = []
+    w = bench_moe.random_experts(2, 256, 128, cfg, "cpu", torch.Generator().manual_seed(0), sources)
+    (qweight, scales, qzeros), = sources
+    assert qweight.shape == (2, 256, 16) and scales.shape == (2, 2, 128) and qzeros.shape == (2, 2, 16)
+    for e in range(2):
+        q, z = checkpoints.unpack_awq(qweight[e]).float(), checkpoints.unpack_awq(qzeros[e]).float()
+        want = (q - z.repeat_interleave(128, 0)) * scales[e].float().repeat_interleave(128, 0)
+        # the packed format folds the zero point into (8 - zero) * scale, rounded once more: bf16 roundings apart
+        got = w.dequantize()[e].float().t()
+        assert (got - want).norm() / want.norm() < 1e-2
+        assert (got - want).abs().max() <= 16 * scales[e].float().max() * 2**-8
 
 
 def test_moe_sources_are_the_experts_gptq_tensors():

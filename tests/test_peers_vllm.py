@@ -58,6 +58,35 @@ def test_scalar_type_ids():
     from vllm.scalar_type import scalar_types
 
     assert peers.SCALAR_TYPE_IDS == {4: scalar_types.uint4b8.id, 8: scalar_types.uint8b128.id}
+    assert peers.ZP_SCALAR_TYPE_IDS == {4: scalar_types.uint4.id}
+
+
+@pytest.mark.parametrize("K,N,group", [(256, 128, 128), (512, 192, 64), (256, 128, 32), (128, 64, 128)])
+def test_marlin_zero_points_match_vllm(K, N, group):
+    # AWQ's packed qzeros -> Marlin's zero points, as vLLM's AWQ Marlin path makes them (pure torch, runs on CPU)
+    from vllm.model_executor.layers.quantization.utils import marlin_utils
+
+    from swordfish_backend import checkpoints
+
+    gen = torch.Generator().manual_seed(K + N + group)
+    rows = K // group
+    qzeros = torch.randint(-2**31, 2**31, (rows, N // 8), generator=gen, dtype=torch.int64).to(torch.int32)
+    want = marlin_utils.awq_to_marlin_zero_points(qzeros, rows, N, 4)
+    assert torch.equal(peers.marlin_zero_points(checkpoints.unpack_awq(qzeros)), want)
+    experts = torch.randint(-2**31, 2**31, (3, rows, N // 8), generator=gen, dtype=torch.int64).to(torch.int32)
+    want = marlin_utils.moe_awq_to_marlin_zero_points(experts, rows, N, 4)
+    got = torch.stack([peers.marlin_zero_points(checkpoints.unpack_awq(z)) for z in experts])
+    assert torch.equal(got, want)
+
+
+def test_awq_marlin_preparation_is_vllms():
+    # vLLM's AWQ Marlin MoE weights: awq_marlin_moe_repack and moe_awq_to_marlin_zero_points per weight; AWQ is uint4
+    from vllm.model_executor.layers.fused_moe.oracle import int_wna16
+    from vllm.model_executor.layers.quantization import auto_awq
+
+    src = inspect.getsource(int_wna16._process_awq_weights_marlin)
+    assert src.count("ops.awq_marlin_moe_repack(") == 2 and src.count("moe_awq_to_marlin_zero_points(") == 2
+    assert "self.quant_type = scalar_types.uint4\n" in inspect.getsource(auto_awq)
 
 
 @pytest.mark.parametrize("K,N,group", [(256, 128, 128), (512, 192, 64), (256, 128, 32), (256, 128, -1),
@@ -100,6 +129,7 @@ def test_load_vllm_and_name_the_missing_ops():
     why = peers.reason("marlin", source, device=None)
     if not hasattr(torch.ops._C, "gptq_marlin_repack"):  # the CPU build: CUDA ops absent
         assert why == ("torch.ops._C.gptq_marlin_repack is not registered; "
+                       "torch.ops._C.awq_marlin_repack is not registered; "
                        "torch.ops._C.marlin_gemm is not registered")
     moe_why = peers.reason("marlin_moe", source, device=None)
     assert moe_why is None or "is not registered" in moe_why

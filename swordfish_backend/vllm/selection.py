@@ -52,8 +52,8 @@ MOE_AUTO_SELECT = {9: False, 10: True, 11: True}
 # group 128 (H100 and H200 baselines, benchmarks/baselines/*/bench_moe.txt),
 # 64, 32 and channelwise (H100, benchmarks/RESULTS.md [moe] 2026-12-07-g:
 # 0.98x at worst, within the runs' noise). int8 loses up to 0.92x at 16-24
-# routed tokens per expert; AWQ zero points are untimed (the peer harness
-# takes symmetric weights only): both opt-in with --moe-backend swordfish.
+# routed tokens per expert; AWQ zero points are untimed against Marlin MoE:
+# both opt-in with --moe-backend swordfish.
 MOE_AUTO_FORMATS = {9: frozenset({(4, False, 128), (4, False, 64), (4, False, 32), (4, False, -1)})}
 
 # Gated activations the fused-MoE op computes on the gate half (the op's own
