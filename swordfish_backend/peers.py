@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 DENSE = ("marlin", "machete")
@@ -206,21 +207,31 @@ def marlin_zero_points(zeros):
     return (words - (words >= 1 << 31).to(torch.int64) * (1 << 32)).to(torch.int32)
 
 
-def _marlin_weight(qweight, scales, qzeros, *, bits: int, group: int, dtype):
-    """(packed codes, scales, zero points or None, type id, K, N) of one weight in Marlin's layouts: GPTQ
-    qweight [K * bits / 32, N] (K-packed), or with qzeros AWQ's qweight [K, N / 8] and qzeros [rows, N / 8]
-    (N-packed in AWQ's order)."""
+class MarlinWeight(NamedTuple):
+    """One weight in Marlin's layouts."""
+
+    q: object            # repacked codes
+    s: object            # scales in Marlin's column order
+    zp: object           # packed zero points, or None (GPTQ)
+    type_id: int         # vLLM ScalarType id (b_q_type)
+    K: int
+    N: int
+
+
+def _marlin_weight(qweight, scales, qzeros, *, bits: int, group: int, dtype) -> MarlinWeight:
+    """GPTQ qweight [K * bits / 32, N] (K-packed), or with qzeros AWQ's qweight [K, N / 8] and qzeros
+    [rows, N / 8] (N-packed in AWQ's order), in Marlin's layouts."""
     from .checkpoints import unpack_awq
 
     if qzeros is None:
         K, N = qweight.shape[0] * 32 // bits, qweight.shape[1]
         q = call("gptq_marlin_repack", b_q_weight=qweight.contiguous(), size_k=K, size_n=N, num_bits=bits,
                  is_a_8bit=False)
-        return q, marlin_scales(scales.to(dtype), K, group), None, SCALAR_TYPE_IDS[bits], K, N
+        return MarlinWeight(q, marlin_scales(scales.to(dtype), K, group), None, SCALAR_TYPE_IDS[bits], K, N)
     K, N = qweight.shape[0], qweight.shape[1] * 8
     q = call("awq_marlin_repack", b_q_weight=qweight.contiguous(), size_k=K, size_n=N, num_bits=4, is_a_8bit=False)
     zp = marlin_zero_points(unpack_awq(qzeros))
-    return q, marlin_scales(scales.to(dtype), K, group), zp, ZP_SCALAR_TYPE_IDS[4], K, N
+    return MarlinWeight(q, marlin_scales(scales.to(dtype), K, group), zp, ZP_SCALAR_TYPE_IDS[4], K, N)
 
 
 def _workspace(device):
@@ -376,9 +387,9 @@ class MarlinMoE:
         def repack(qweight, scales, qzeros=None):
             parts = [_marlin_weight(qweight[e], scales[e], None if qzeros is None else qzeros[e], bits=bits,
                                     group=group, dtype=dtype) for e in range(qweight.shape[0])]
-            q, s = torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
-            zp = None if qzeros is None else torch.stack([p[2] for p in parts])
-            return q, s, zp, parts[0][3], parts[0][4]
+            zp = None if qzeros is None else torch.stack([p.zp for p in parts])
+            q, s = torch.stack([p.q for p in parts]), torch.stack([p.s for p in parts])
+            return q, s, zp, parts[0].type_id, parts[0].K
 
         (q13, s13, z13, tid, H), (q2, s2, z2, _, I) = repack(*w13), repack(*w2)  # noqa: E741
         E = w13[0].shape[0]

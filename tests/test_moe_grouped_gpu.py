@@ -18,7 +18,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from test_moe_kernels_gpu import FORMATS, H, I, check_close, fused, layer, ops_fused_moe, ref_moe, routing, xin
+from test_moe_kernels_gpu import (FORMATS, H, I, check_close, check_routed, fused, layer, ops_fused_moe, ref_moe,
+                                  routing, xin)
 
 ops = pytest.importorskip("swordfish_backend.ops")
 
@@ -48,11 +49,7 @@ def test_path_is_named():
 @pytest.mark.parametrize("T,k,E", [(1, 2, 8), (7, 2, 8), (33, 4, 60), (64, 8, 128), (255, 2, 8), (1024, 2, 8),
                                    (2048, 2, 8), (4096, 8, 128)])
 def test_tokens(T, k, E):
-    w13, w2 = layer(E)
-    x = xin(T, torch.bfloat16, T)
-    ids, weights = routing(T, k, E, "uniform", seed=T)
-    y = grouped(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"grouped T={T} E={E} k={k}")
+    check_routed(grouped, T, k, E, x_seed=T, seed=T, what=f"grouped T={T} E={E} k={k}")
 
 
 @pytest.mark.parametrize("T,block", [(16, "block_m=64 "), (1024, "block_m=128 "), (2048, "block_m=256 ")])
@@ -71,11 +68,7 @@ def test_tile_follows_the_average(T, block, monkeypatch, capfd):
 @pytest.mark.parametrize("kind", ["skewed", "dup"])
 @pytest.mark.parametrize("T,k,E", [(1, 1, 8), (300, 2, 8), (1024, 4, 60)])
 def test_routing_kinds(T, k, E, kind):
-    w13, w2 = layer(E)
-    x = xin(T, torch.bfloat16, 7 + T)
-    ids, weights = routing(T, k, E, kind, seed=T + 11)
-    y = grouped(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"grouped {kind} T={T} E={E} k={k}")
+    check_routed(grouped, T, k, E, kind=kind, x_seed=7 + T, seed=T + 11, what=f"grouped {kind} T={T} E={E} k={k}")
 
 
 def test_one_expert_takes_everything():
@@ -92,22 +85,16 @@ def test_one_expert_takes_everything():
 @pytest.mark.parametrize("bits,group", FORMATS, ids=[f"int{b}-{'cw' if g < 0 else 'g%d' % g}" for b, g in FORMATS])
 @pytest.mark.parametrize("T", [3, 700])
 def test_formats(T, bits, group, dtype):
-    w13, w2 = layer(8, bits, group, "gptq", dtype)
-    x = xin(T, dtype, T + bits)
-    ids, weights = routing(T, 2, 8, "uniform", seed=T + group)
-    y = grouped(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), dtype, f"grouped int{bits} g{group} {dtype}")
+    check_routed(grouped, T, 2, 8, bits=bits, group=group, dtype=dtype, x_seed=T + bits, seed=T + group,
+                 what=f"grouped int{bits} g{group} {dtype}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("group", [32, 128])
 @pytest.mark.parametrize("T", [5, 700])
 def test_zero_points(T, group, dtype):
-    w13, w2 = layer(8, 4, group, "zeros", dtype)
-    x = xin(T, dtype, T)
-    ids, weights = routing(T, 2, 8, "uniform", seed=T + 3)
-    y = grouped(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), dtype, f"grouped zeros g{group} {dtype}")
+    check_routed(grouped, T, 2, 8, group=group, fmt="zeros", dtype=dtype, x_seed=T, seed=T + 3,
+                 what=f"grouped zeros g{group} {dtype}")
 
 
 @pytest.mark.parametrize("T", [1, 50])

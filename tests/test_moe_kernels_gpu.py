@@ -171,6 +171,17 @@ def xin(T, dtype, seed=0):
     return torch.randn(T, H, generator=gen, device="cuda").to(dtype)
 
 
+def check_routed(run, T, k, E, *, x_seed, seed, what, kind="uniform", bits=4, group=128, fmt="gptq",
+                 dtype=torch.bfloat16):
+    """One layer of fresh experts and routing through `run` (fused, or another path's wrapper), checked against
+    the fp32 reference."""
+    w13, w2 = layer(E, bits, group, fmt, dtype)
+    x = xin(T, dtype, x_seed)
+    ids, weights = routing(T, k, E, kind, seed=seed)
+    y = run(x, w13, w2, weights, ids)
+    check_close(y, ref_moe(x, w13, w2, weights, ids), dtype, what)
+
+
 # ------------------------------------------------------------------ moe_align
 
 
@@ -261,12 +272,8 @@ TOKENS = [1, 2, 7, 16, 33, 64, 255, 256, 1024]
 @pytest.mark.parametrize("E,k", [(8, 2), (60, 4), (128, 8)], ids=["E8k2", "E60k4", "E128k8"])
 @pytest.mark.parametrize("T", TOKENS)
 def test_tokens(T, E, k):
-    w13, w2 = layer(E)
-    x = xin(T, torch.bfloat16, T)
-    ids, weights = routing(T, k, E, "uniform", seed=T)
-    y = fused(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"T={T} E={E} k={k}")
-    assert torch.ops.swordfish.last_moe_path(x.device.index) == PATH_FUSED
+    check_routed(fused, T, k, E, x_seed=T, seed=T, what=f"T={T} E={E} k={k}")
+    assert torch.ops.swordfish.last_moe_path(torch.cuda.current_device()) == PATH_FUSED
 
 
 @pytest.mark.parametrize("kind", ["skewed", "dup"])
@@ -274,11 +281,7 @@ def test_tokens(T, E, k):
 def test_routing_kinds(T, k, E, kind):
     """Skewed routing (most slots on two experts: 32-row blocks, many experts with no token) and
     duplicate ids inside a row."""
-    w13, w2 = layer(E)
-    x = xin(T, torch.bfloat16, 7 + T)
-    ids, weights = routing(T, k, E, kind, seed=T + 11)
-    y = fused(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"{kind} T={T} E={E} k={k}")
+    check_routed(fused, T, k, E, kind=kind, x_seed=7 + T, seed=T + 11, what=f"{kind} T={T} E={E} k={k}")
 
 
 # ------------------------------------------------------------------ fused_moe: formats
@@ -290,11 +293,8 @@ FORMATS = [(b, g) for b in (4, 8) for g in (32, 64, 128, -1)]
 @pytest.mark.parametrize("bits,group", FORMATS, ids=[f"int{b}-{'cw' if g < 0 else 'g%d' % g}" for b, g in FORMATS])
 @pytest.mark.parametrize("T", [3, 40])
 def test_formats(T, bits, group, dtype):
-    w13, w2 = layer(8, bits, group, "gptq", dtype)
-    x = xin(T, dtype, T + bits)
-    ids, weights = routing(T, 2, 8, "uniform", seed=T + group)
-    y = fused(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), dtype, f"int{bits} g{group} {dtype}")
+    check_routed(fused, T, 2, 8, bits=bits, group=group, dtype=dtype, x_seed=T + bits, seed=T + group,
+                 what=f"int{bits} g{group} {dtype}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
@@ -302,11 +302,8 @@ def test_formats(T, bits, group, dtype):
 @pytest.mark.parametrize("T", [5, 40, 64])
 def test_zero_points(T, group, dtype):
     """AWQ int4 with zero points folded into a scale-shaped tensor."""
-    w13, w2 = layer(8, 4, group, "zeros", dtype)
-    x = xin(T, dtype, T)
-    ids, weights = routing(T, 2, 8, "uniform", seed=T + 3)
-    y = fused(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), dtype, f"zeros g{group} {dtype}")
+    check_routed(fused, T, 2, 8, group=group, fmt="zeros", dtype=dtype, x_seed=T, seed=T + 3,
+                 what=f"zeros g{group} {dtype}")
 
 
 @pytest.mark.parametrize("bits,group", [(4, 128), (4, 32), (8, 128)])
@@ -314,11 +311,8 @@ def test_zero_points(T, group, dtype):
 def test_act_order(T, bits, group):
     """GPTQ act-order per expert: w13's input gathered per slot in its expert's order, w2's input
     written permuted by the activation kernel."""
-    w13, w2 = layer(8, bits, group, "act", torch.bfloat16)
-    x = xin(T, torch.bfloat16, T)
-    ids, weights = routing(T, 2, 8, "uniform", seed=T + bits)
-    y = fused(x, w13, w2, weights, ids)
-    check_close(y, ref_moe(x, w13, w2, weights, ids), torch.bfloat16, f"act-order int{bits} g{group}")
+    check_routed(fused, T, 2, 8, bits=bits, group=group, fmt="act", x_seed=T, seed=T + bits,
+                 what=f"act-order int{bits} g{group}")
 
 
 def test_act_order_w2_only():

@@ -1,5 +1,6 @@
 """`swordfish bench --peers` on CPU: the flags, the messages when vLLM or its ops are absent, the peers' GPTQ
-and AWQ inputs against the reference (a pure-torch stand-in for a peer), Marlin's zero-point layout, and the table / JSON / PNG with peer columns.
+and AWQ inputs against the reference (a pure-torch stand-in for a peer), Marlin's zero-point layout, and the
+table / JSON / PNG with peer columns.
 
 No test here times anything; tests/test_peers_vllm.py checks the adapters against the installed vLLM 0.33.
 """
