@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The first run of the Blackwell tcgen05 prefill (kernels/prefill/sm100/: compiled, not run until now).
+# The first run on Blackwell: the tcgen05 prefill (kernels/prefill/sm100/) and the fused MoE (the mma.sync
+# kernels Hopper runs, which --moe-backend auto already picks on Blackwell), compiled, not run until now.
 # For whoever has a B200 / GB200 (sm100, compute capability 10.0) or a Jetson Thor (sm110, 11.0):
 #
 #   bash scripts/blackwell_check.sh            # from a checkout, in the Python env that has torch
 #
 # It builds the extension for this GPU, runs the CPU checks (plan, Transform emulation, SASS), the sm100
 # GPU tests (first light first, every step under a timeout: a hang is the likeliest first failure), the
-# sanitizers on the small cases, `swordfish check` with the path enabled, and the benchmark (auto and each
-# forced path against cuBLAS, int4 and int8), then prints a Markdown report to paste into the issue
-# (it is also written to $OUT/report.md; every step's output is in $OUT/).
+# MoE GPU tests, the sanitizers on the small cases, `swordfish check` with the path enabled, and the
+# benchmarks (auto and each forced path against cuBLAS, int4 and int8; the MoE layer of four models against
+# a bf16 MoE through torch; both beside vLLM's own kernels, Marlin and Marlin MoE, when vLLM is installed in
+# this environment: the comparison that says whether --linear-backend / --moe-backend auto should pick
+# Swordfish here), then prints a Markdown report to paste into the issues (it is also written to
+# $OUT/report.md; every step's output is in $OUT/).
 #
 # Knobs: OUT (default ./blackwell_out), PYTHON, SKIP_BUILD=1 (use the installed build), BENCH_MODEL
 # (default llama-3-8b), BENCH_M (default 64,128,256,512,1024,2048,4096,8192), STEP_TIMEOUT (default 900 s).
@@ -82,20 +86,29 @@ step first_light "$PY" -m pytest -q -p no:cacheprovider -x "tests/test_prefill_s
 step gpu_tests "$PY" -m pytest -q -p no:cacheprovider tests/test_prefill_sm100_gpu.py -rf
 step other_gpu_tests "$PY" -m pytest -q -p no:cacheprovider tests/test_ops_gpu.py tests/test_decode_gpu.py \
   tests/test_dense_gpu.py tests/test_dispatch.py -rf
+MOE_TESTS=(tests/test_moe_gpu.py tests/test_moe_kernels_gpu.py tests/test_moe_act_order_shards_gpu.py)
+step moe_gpu_tests "$PY" -m pytest -q -p no:cacheprovider "${MOE_TESTS[@]}" -rf
 if command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck synccheck; do
     step "sanitize_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$PY" -m pytest -q -p no:cacheprovider \
       tests/test_prefill_sm100_gpu.py -m sanitize
+    step "sanitize_moe_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$PY" -m pytest -q \
+      -p no:cacheprovider "${MOE_TESTS[@]}" -m sanitize
   done
 fi
+# vLLM's kernels beside ours where vLLM is installed here (swordfish bench --peers).
+PEERS=()
+"$PY" -c 'import vllm' > /dev/null 2>&1 && PEERS=(--peers)
 step check "$PY" -m swordfish_backend check --require-gpu --quick
-step bench_int4 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 4 --m "$BENCH_M" \
+step bench_int4 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 4 --m "$BENCH_M" ${PEERS[@]+"${PEERS[@]}"} \
   --json "$OUT/bench_int4.json" --png "$OUT/bench_int4.png" --quiet
-step bench_int8 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 8 --m "$BENCH_M" \
+step bench_int8 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 8 --m "$BENCH_M" ${PEERS[@]+"${PEERS[@]}"} \
   --json "$OUT/bench_int8.json" --png "$OUT/bench_int8.png" --quiet
+step bench_moe "$PY" -m swordfish_backend bench --moe --rounds 3 ${PEERS[@]+"${PEERS[@]}"} \
+  --json "$OUT/bench_moe.json" --png "$OUT/bench_moe.png" --quiet
 
 {
-  echo "### Blackwell tcgen05 prefill: first run ($(head -n 1 "$OUT/device.txt"))"
+  echo "### Blackwell: the tcgen05 prefill and the fused MoE, first run ($(head -n 1 "$OUT/device.txt"))"
   echo
   echo '```'
   cat "$OUT/device.txt"
@@ -106,7 +119,7 @@ step bench_int8 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 8
   printf '%s\n' "${SUMMARY[@]}"
   echo
   grep -h -E "registers|UTCHMMA" "$OUT/cpu_checks.txt" 2> /dev/null | sed 's/^ */    /' | head -20
-  for b in bench_int4 bench_int8; do
+  for b in bench_int4 bench_int8 bench_moe; do
     if [ -f "$OUT/$b.json" ]; then
       echo
       echo '```'
@@ -115,7 +128,14 @@ step bench_int8 "$PY" -m swordfish_backend bench --model "$BENCH_MODEL" --bits 8
     fi
   done
   echo
-  echo "Outputs: $OUT (one file per step). Paste this into issue #35."
+  if [ -f "$OUT/bench_moe.json" ]; then
+    echo
+    echo '```'
+    "$PY" benchmarks/moe_verdict.py "$OUT/bench_moe.json" 2>&1
+    echo '```'
+  fi
+  echo
+  echo "Outputs: $OUT (one file per step). Paste this into issues #35 (prefill) and #39 (MoE)."
 } > "$OUT/report.md"
 echo
 cat "$OUT/report.md"
