@@ -127,7 +127,6 @@ step bench_moe "$PY" -m swordfish_backend bench --moe --rounds 3 ${PEERS[@]+"${P
       echo '```'
     fi
   done
-  echo
   if [ -f "$OUT/bench_moe.json" ]; then
     echo
     echo '```'
