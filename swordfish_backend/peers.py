@@ -13,8 +13,8 @@ One small adapter per peer, each written here over vLLM's compiled ops (no vLLM 
 
 An adapter answers ``available(device)`` (its ops loaded, this GPU) and ``supports(...)`` (this format and
 shape) with a reason or None, and ``prepare(...)`` turns GPTQ tensors (or AWQ's, with ``qzeros``) into a
-callable. The ops come from
-``load()``: the vLLM installed in this environment (``import vllm._custom_ops`` loads its extensions), or
+callable. The ops come from ``load()``: the vLLM installed in this environment (``import vllm._custom_ops``
+loads its extensions), or
 ``load(peers_from=DIR)``: vLLM's stable-ABI extension files themselves (``_C_stable_libtorch.abi3.so``,
 ``_moe_C_stable_libtorch.abi3.so``, or the ``.so.xz`` of ``shared/peers/get_peers.sh``), which load on
 torch >= 2.11 without vLLM installed. Nothing here imports vLLM or touches CUDA at import time.
@@ -29,8 +29,8 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 DENSE = ("marlin", "machete")
 MOE = ("marlin_moe",)
