@@ -883,6 +883,9 @@ class SwapRegisters:
         """The loop's step for one unit: consume stage = (wv, act, srows) at k-block kb, and under FOLD fold
         at a group's end or the segment's last unit (seg_last). Returns the next unit's k-block."""
         wv, act, srows = stage
+        if self.fold_on and (kb & fold_mask) == 0:  # FRESH: the group's first MMAs overwrite raw and the sums
+            self.raw.zero_()
+            self.xsum.zero_()
         self.consume(wv, act, srows)
         if not self.fold_on:
             return kb
@@ -900,8 +903,8 @@ class SwapRegisters:
                 self.acc[m, :, i] += sp[:, c] * (self.raw[m, :, i] - self.offset * self.xsum[:, i])
                 if zp is not None:
                     self.acc[m, :, i] += zp[:, c] * self.xsum[:, i]
-        self.raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
-        self.xsum.zero_()
+        self.raw.fill_(float("nan"))  # stale until the next group's first MMAs overwrite them (mma_group)
+        self.xsum.fill_(float("nan"))
 
     def token_pairs(self):
         """detail::token_pairs: (token of each lane, v[m][h] = (columns 16 m + 8 h + (g & ~1), + 1) per lane);
