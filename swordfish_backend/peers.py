@@ -14,10 +14,10 @@ One small adapter per peer, each written here over vLLM's compiled ops (no vLLM 
 An adapter answers ``available(device)`` (its ops loaded, this GPU) and ``supports(...)`` (this format and
 shape) with a reason or None, and ``prepare(...)`` turns GPTQ tensors (or AWQ's, with ``qzeros``) into a
 callable. The ops come from ``load()``: the vLLM installed in this environment (``import vllm._custom_ops``
-loads its extensions), or
-``load(peers_from=DIR)``: vLLM's stable-ABI extension files themselves (``_C_stable_libtorch.abi3.so``,
-``_moe_C_stable_libtorch.abi3.so``, or the ``.so.xz`` of ``shared/peers/get_peers.sh``), which load on
-torch >= 2.11 without vLLM installed. Nothing here imports vLLM or touches CUDA at import time.
+loads its extensions), or ``load(peers_from=DIR)``: vLLM's stable-ABI extension files themselves
+(``_C_stable_libtorch.abi3.so``, ``_moe_C_stable_libtorch.abi3.so``, or the ``.so.xz`` of
+``shared/peers/get_peers.sh``), which load on torch >= 2.11 without vLLM installed. Nothing here imports
+vLLM or touches CUDA at import time.
 """
 
 from __future__ import annotations
@@ -246,9 +246,11 @@ def _ops_reason(names) -> str | None:
     return "; ".join(why) if why else None
 
 
-def _format_reason(bits: int, zero_points: bool, act_order: bool, zero_point_peer: bool = False) -> str | None:
-    if zero_points and not zero_point_peer:
-        return "this peer adapter takes symmetric GPTQ only (Machete's zero-point path is not wired)"
+def _format_reason(adapter, bits: int, zero_points: bool, act_order: bool) -> str | None:
+    """Why `adapter` cannot take this weight format (None if it can); adapter.zero_points says whether it
+    takes AWQ zero points."""
+    if zero_points and not adapter.zero_points:
+        return f"{adapter.name} takes symmetric GPTQ only (its zero-point path is not wired)"
     if zero_points and bits not in ZP_SCALAR_TYPE_IDS:
         return f"zero points: int4 only (AWQ's uint4), not int{bits}"
     if act_order:
@@ -266,13 +268,14 @@ class Marlin:
     64 / 128, fp16 or bf16."""
 
     name = "marlin"
+    zero_points = True  # takes AWQ zero points (uint4)
     ops = ("gptq_marlin_repack", "awq_marlin_repack", "marlin_gemm")
 
     def available(self, device) -> str | None:
         return _ops_reason(self.ops)
 
     def supports(self, K: int, N: int, *, bits: int, group: int, dtype, zero_points=False, act_order=False):
-        why = _format_reason(bits, zero_points, act_order, zero_point_peer=True)
+        why = _format_reason(self, bits, zero_points, act_order)
         if why:
             return why
         if group not in (-1, 32, 64, 128):
@@ -299,6 +302,7 @@ class Machete:
     """vLLM's Machete (CUTLASS, sm90 only): uint4b8 / uint8b128 codes, group -1 / 64 / 128, fp16 or bf16."""
 
     name = "machete"
+    zero_points = False  # no AWQ zero points (Machete's zero-point path is not wired here)
     ops = ("machete_prepack_B", "machete_mm")
 
     def available(self, device) -> str | None:
@@ -310,7 +314,7 @@ class Machete:
         return _ops_reason(self.ops)
 
     def supports(self, K: int, N: int, *, bits: int, group: int, dtype, zero_points=False, act_order=False):
-        why = _format_reason(bits, zero_points, act_order)
+        why = _format_reason(self, bits, zero_points, act_order)
         if why:
             return why
         if group not in (-1, 64, 128):
@@ -360,6 +364,7 @@ class MarlinMoE:
     GEMM."""
 
     name = "marlin_moe"
+    zero_points = True  # takes AWQ zero points (uint4)
     ops = ("gptq_marlin_repack", "awq_marlin_repack", "silu_and_mul", "moe_align_block_size",
            "moe_wna16_marlin_gemm", "moe_sum")
 
@@ -368,7 +373,7 @@ class MarlinMoE:
 
     def supports(self, E: int, H: int, I: int, *, bits: int, group: int, dtype, zero_points=False,  # noqa: E741
                  act_order=False):
-        why = _format_reason(bits, zero_points, act_order, zero_point_peer=True)
+        why = _format_reason(self, bits, zero_points, act_order)
         if why:
             return why
         if group not in (-1, 32, 64, 128):
