@@ -503,6 +503,9 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                             c_mg, c_q = 0, c_q + 1
                         seg_left = min(KB, n - it - 1)
                     continue
+                if fold and (c_kb & fold_mask) == 0:  # FRESH: the group's first MMAs overwrite raw and the sums
+                    raw.zero_()
+                    xsum.zero_()
                 for sl in range(NS):
                     row = 1 if (bits == 4 and sl >= 2 and gshift == 5) else 0
                     sp = expand(srows[row][:2])
@@ -568,8 +571,8 @@ def emulate(x, packed, scales, zeros, bias, *, bits, group, channelwise, dtype, 
                                 if zp is not None:
                                     col_z = torch.stack([zp[:, c, 0], zp[:, c, 1], zp[:, c, 0], zp[:, c, 1]], 1)
                                     acc[mt, c] += col_z * xsum[mt]
-                        raw.zero_()  # the kernel's next group-start MMAs overwrite them instead (mma_group)
-                        xsum.zero_()
+                        raw.fill_(float("nan"))  # stale until the next group's first MMAs overwrite them (mma_group)
+                        xsum.fill_(float("nan"))
                 seg_left -= 1
                 if seg_left == 0:
                     colv = (4 * c_q + warp) * 64 + 2 * t
